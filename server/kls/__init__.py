@@ -1,0 +1,3 @@
+"""kls: editor tooling for Jinja CUDA kernel templates."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,101 @@
+"""The instance data model: plain, immutable values read from kls.toml."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kls.dtypes import DType
+
+PROFILES = ("inductor-2023", "inductor-2025")
+KINDS = ("cutlass_gemm", "cuda")
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A tensor the template sees as a buffer: shape, dtype, strides (elements), offset."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    stride: tuple[int, ...]
+    offset: int = 0
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def storage_elements(self) -> int:
+        """Elements the storage must hold: 1 + the largest reachable index."""
+        if any(s == 0 for s in self.shape):
+            return 0
+        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.shape, self.stride))
+
+    def describe(self) -> str:
+        shape = "x".join(str(s) for s in self.shape)
+        return f"{self.dtype.name}[{shape}] stride=({', '.join(str(s) for s in self.stride)})"
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = [1] * len(shape)
+    for i in range(len(shape) - 2, -1, -1):
+        strides[i] = strides[i + 1] * max(shape[i + 1], 1)
+    return tuple(strides)
+
+
+def column_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Last two dims column-major, batch dims outermost (what `.t()` of a contiguous gives)."""
+    if len(shape) < 2:
+        return contiguous_strides(shape)
+    rows, cols = shape[-2], shape[-1]
+    strides = [0] * len(shape)
+    strides[-2], strides[-1] = 1, max(rows, 1)
+    inner = rows * cols
+    for i in range(len(shape) - 3, -1, -1):
+        strides[i] = inner
+        inner *= max(shape[i], 1)
+    return tuple(strides)
+
+
+@dataclass(frozen=True)
+class OpFilter:
+    """Pick a CUTLASS op by properties; the first match in name order wins."""
+
+    contains: tuple[str, ...] = ()
+    arch: str | None = None
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    name: str
+    template: Path
+    config_path: Path
+    profile: str = "inductor-2023"
+    kind: str = "cuda"
+    arch: str = "90a"
+    kernel_name: str = "kls_kernel"
+    tensors: dict[str, TensorSpec | None] = field(default_factory=dict)
+    alpha: float = 1.0
+    beta: float = 0.0
+    input_reorder: tuple[int, ...] | None = None
+    argument_template: Path | None = None
+    epilogue_template: Path | None = None
+    should_swap_xw: bool = False
+    op: str | None = None
+    op_filter: OpFilter | None = None
+    variables: dict[str, Any] = field(default_factory=dict)
+    line: int = 0  # where the instance's table starts in its config file
+
+    @property
+    def sm(self) -> int:
+        """The numeric compute capability, e.g. 90 for '90a'."""
+        return int("".join(ch for ch in self.arch if ch.isdigit()) or 0)

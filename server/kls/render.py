@@ -1,0 +1,310 @@
+"""Render an instance with Inductor-compatible semantics, returning CUDA text and a source map.
+
+The environment is Jinja's sandbox (templates are untrusted input) with StrictUndefined as in
+Inductor, plus two bounds: wall time and output size.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+from jinja2 import nodes
+from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
+from jinja2.sandbox import SandboxedEnvironment
+
+from kls.cutlass.ops import EmittedOp, Layouts, OpLookupError, emit_instance, resolve_op_name
+from kls.findings import Severity
+from kls.instances.schema import InstanceSpec, TensorSpec
+from kls.runtime.buffers import Buffer
+from kls.runtime.kernel import CParam, Kernel
+from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
+from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
+from kls.sourcemap import FileIds, SourceMap, SourceMapExtension, strip_markers
+
+
+@dataclass(frozen=True)
+class Limits:
+    seconds: float = 5.0
+    max_bytes: int = 16 * 1024 * 1024
+
+
+class LimitExceeded(Exception):
+    pass
+
+
+@dataclass
+class RenderResult:
+    instance: InstanceSpec
+    text: str | None
+    source_map: SourceMap | None
+    calls: list[CallRecord]
+    findings: list[RuntimeFinding]
+    params: list[CParam] = field(default_factory=list)
+    kernel: Kernel | None = None
+    op: EmittedOp | None = None
+    files: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.text is not None
+
+
+class KlsEnvironment(SandboxedEnvironment):
+    """Sandboxed, StrictUndefined, source-mapped and time-bounded."""
+
+    def __init__(self, loader: jinja2.BaseLoader | None, deadline: float) -> None:
+        super().__init__(
+            undefined=jinja2.StrictUndefined,
+            extensions=[SourceMapExtension],
+            loader=loader,
+            autoescape=False,
+        )
+        self.kls_file_ids = FileIds()
+        self.deadline = deadline
+
+    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if time.monotonic() > __self.deadline:
+            raise LimitExceeded("time")
+        return super().call(__context, __obj, *args, **kwargs)
+
+
+class _Renderer:
+    def __init__(self, instance: InstanceSpec, overrides: dict[Path, str], limits: Limits) -> None:
+        self.instance = instance
+        self.overrides = {p.resolve(): t for p, t in overrides.items()}
+        self.limits = limits
+        self.start = time.monotonic()
+        loader = jinja2.FileSystemLoader(str(instance.template.parent))
+        self.env = KlsEnvironment(loader, self.start + limits.seconds)
+        self.recorder = Recorder()
+        self.kernel = Kernel(instance.kernel_name, self.recorder)
+        self.text_to_path: dict[str, str] = {}
+        self.compiled: dict[str, jinja2.Template] = {}
+        self.size = 0
+
+    def read(self, path: Path) -> str:
+        resolved = path.resolve()
+        if resolved in self.overrides:
+            return self.overrides[resolved]
+        return path.read_text(encoding="utf-8")
+
+    def compile(self, source: str, path: str) -> jinja2.Template:
+        key = f"{path}\0{source}"
+        if key not in self.compiled:
+            code = self.env.compile(source, name=path, filename=path)
+            template = self.env.template_class.from_code(
+                self.env, code, self.env.make_globals(None), None
+            )
+            self.compiled[key] = template
+            self.recorder.code_to_template[path] = template
+        return self.compiled[key]
+
+    def generate(self, template: jinja2.Template, context: dict[str, Any]) -> str:
+        chunks: list[str] = []
+        for chunk in template.generate(context):
+            chunks.append(chunk)
+            self.size += len(chunk)
+            if self.size > self.limits.max_bytes:
+                raise LimitExceeded("size")
+            if time.monotonic() > self.env.deadline:
+                raise LimitExceeded("time")
+        return "".join(chunks)
+
+    def render_sub(self, source: str, context: dict[str, Any]) -> str:
+        path = self.text_to_path.get(source, "<sub-template>")
+        return self.generate(self.compile(source, path), context)
+
+
+def render(
+    instance: InstanceSpec,
+    overrides: dict[Path, str] | None = None,
+    limits: Limits | None = None,
+) -> RenderResult:
+    """Render `instance`; `overrides` gives unsaved editor text by path."""
+    r = _Renderer(instance, overrides or {}, limits or Limits())
+    result = RenderResult(instance, None, None, r.recorder.calls, r.recorder.findings)
+    result.kernel = r.kernel
+    main_path = str(instance.template)
+    try:
+        context = _context(r, instance, result)
+        source = r.read(instance.template)
+        marked = r.generate(r.compile(source, main_path), context)
+    except RenderAbort:
+        pass
+    except (OpLookupError, _ConfigProblem) as exc:
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT005", Severity.ERROR, str(exc), Site(str(instance.config_path), instance.line)
+            )
+        )
+    except LimitExceeded as exc:
+        what = (
+            f"took longer than {r.limits.seconds:g} s"
+            if str(exc) == "time"
+            else f"produced more than {r.limits.max_bytes // (1024 * 1024)} MB"
+        )
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT104",
+                Severity.ERROR,
+                f"rendering {what}; is a loop unbounded?",
+                _site_from_traceback(exc, r),
+            )
+        )
+    except TemplateSyntaxError as exc:
+        site = Site(exc.filename or main_path, max((exc.lineno or 1) - 1, 0))
+        r.recorder.findings.append(
+            RuntimeFinding("KT101", Severity.ERROR, exc.message or str(exc), site)
+        )
+    except UndefinedError as exc:
+        r.recorder.findings.append(
+            RuntimeFinding("KT102", Severity.ERROR, str(exc.message), _site_from_traceback(exc, r))
+        )
+    except (UnicodeDecodeError, OSError) as exc:
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT105", Severity.ERROR, f"cannot read template: {exc}", Site(main_path, 0)
+            )
+        )
+    except (SecurityError, RecursionError, Exception) as exc:  # a template that raises
+        name = type(exc).__name__
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT103",
+                Severity.ERROR,
+                f"rendering raised {name}: {exc}",
+                _site_from_traceback(exc, r),
+            )
+        )
+    else:
+        result.text, result.source_map = strip_markers(marked, r.env.kls_file_ids.paths)
+        result.params = r.kernel.params()
+    result.files = list(r.env.kls_file_ids.paths)
+    result.seconds = time.monotonic() - r.start
+    return result
+
+
+class _ConfigProblem(Exception):
+    pass
+
+
+def _site_from_traceback(exc: BaseException, r: _Renderer) -> Site | None:
+    """Jinja rewrites tracebacks so template frames carry template file and line."""
+    site: Site | None = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename in r.recorder.code_to_template and frame.lineno is not None:
+            site = Site(frame.filename, frame.lineno - 1)
+    return site
+
+
+def _context(r: _Renderer, instance: InstanceSpec, result: RenderResult) -> dict[str, Any]:
+    buffers: dict[str, Buffer | None] = {
+        name: Buffer.of(spec) if spec is not None else None
+        for name, spec in instance.tensors.items()
+    }
+    output = buffers.get("Y") or next((b for b in reversed(list(buffers.values())) if b), None)
+    ctx: dict[str, Any] = {
+        **instance.variables,
+        **buffers,
+        "kernel": r.kernel,
+        "input_reorder": list(instance.input_reorder) if instance.input_reorder else None,
+        "kernel_name": instance.kernel_name,
+        "alpha": instance.alpha,
+        "beta": instance.beta,
+    }
+    if instance.kind == "cutlass_gemm":
+        ctx.update(_gemm_context(r, instance, buffers, output, result))
+    else:
+        ctx["template"] = TemplateAPI(r.recorder, r.kernel, output)
+    if instance.profile == "inductor-2025":
+        _predefine_kernel(r, instance, buffers)
+        ctx["kernel_call_signature"] = r.kernel.call_signature()
+    return ctx
+
+
+def _predefine_kernel(
+    r: _Renderer, instance: InstanceSpec, buffers: dict[str, Buffer | None]
+) -> None:
+    """The newer profile calls def_kernel from Python before rendering."""
+    inputs = [buffers.get(n) for n in ("X", "W", "Bias") if n in buffers]
+    names = [n for n in ("X", "W", "Bias") if n in buffers] + ["Y"]
+    reorder = list(instance.input_reorder) if instance.input_reorder else None
+    r.kernel.def_kernel(inputs, [buffers.get("Y")], ", ".join(names), reorder)
+
+
+def _layout_letter(spec: TensorSpec | None) -> str | None:
+    if spec is None or spec.rank < 2:
+        return None
+    return "t" if spec.stride[-1] == 1 else "n"
+
+
+def _gemm_context(
+    r: _Renderer,
+    instance: InstanceSpec,
+    buffers: dict[str, Buffer | None],
+    output: Buffer | None,
+    result: RenderResult,
+) -> dict[str, Any]:
+    name = resolve_op_name(
+        instance.op,
+        instance.op_filter.contains if instance.op_filter else (),
+        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+    )
+    tensors = instance.tensors
+    x, w, bias, y = (tensors.get(n) for n in ("X", "W", "Bias", "Y"))
+    a, b, d = _layout_letter(x), _layout_letter(w), _layout_letter(y)
+    if a is None or b is None or d is None:
+        raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
+    from kls.cutlass.ops import expected_ab_layouts
+
+    expected = expected_ab_layouts(name)
+    if expected is not None and expected != (a, b):
+        raise _ConfigProblem(
+            f"op '{name}' expects A/B layouts '{''.join(expected)}' but X/W are '{a}{b}' "
+            "('t' row-major, 'n' column-major); Inductor would never pick this op: change the "
+            "tensors' layout or the op"
+        )
+    swap = instance.should_swap_xw if instance.should_swap_xw else None
+    op = emit_instance(name, Layouts(a, b, _layout_letter(bias), d), swap)
+    result.op = op
+    argument_text = r.read(instance.argument_template) if instance.argument_template else None
+    epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None
+    for text, path in (
+        (argument_text, instance.argument_template),
+        (epilogue_text, instance.epilogue_template),
+    ):
+        if text is not None and path is not None:
+            r.text_to_path[text] = str(path)
+    api = GemmTemplateAPI(r.recorder, r.kernel, output, instance.alpha, instance.beta, r.render_sub)
+    return {
+        "template": api,
+        "instance_definition": op.definition,
+        "instance_type": op.type_name,
+        "argument_template": argument_text,
+        "epilogue_template": epilogue_text,
+        "should_swap_xw": op.should_swap_xw,
+        "epilogue_args": f"{{ElementComputeEpilogue({instance.alpha}), "
+        f"ElementComputeEpilogue({instance.beta})}}",
+        "op_conf_name": name,
+    }
+
+
+def context_names(instance: InstanceSpec) -> list[str]:
+    """Every name a template of this instance may use (for 'did you mean')."""
+    names = {*instance.variables, *instance.tensors, "kernel", "template", "input_reorder"}
+    names |= {"kernel_name", "alpha", "beta"}
+    if instance.kind == "cutlass_gemm":
+        names |= {"instance_definition", "instance_type", "argument_template"}
+        names |= {"epilogue_template", "should_swap_xw", "epilogue_args", "op_conf_name"}
+    if instance.profile == "inductor-2025":
+        names.add("kernel_call_signature")
+    return sorted(names | set(jinja2.Environment().globals))
+
+
+_ = nodes

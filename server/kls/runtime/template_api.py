@@ -1,0 +1,196 @@
+"""`template.*`: Inductor's CUDATemplate / CUTLASSGemmTemplate helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kls.runtime.buffers import Buffer
+from kls.runtime.kernel import Kernel
+from kls.runtime.record import Recorder
+
+CUDA_HEADER = """\
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <vector>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+"""
+
+CUTLASS_HEADER = """\
+#include "cute/tensor.hpp"
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
+#include "cutlass/tensor_ref.h"
+#include "cutlass/util/host_tensor.h"
+#include "cutlass/util/reference/host/tensor_fill.h"
+#include "cutlass/util/reference/device/tensor_fill.h"
+#include "cutlass/util/device_memory.h"
+"""
+
+GEMM_HEADER = """\
+#include "cutlass/gemm/gemm.h"
+#include "cutlass/gemm/device/gemm_universal.h"
+#include "cutlass/gemm/device/gemm_universal_adapter.h"
+#include "cutlass/gemm/kernel/gemm_universal.hpp"
+#include "cutlass/gemm/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/collective/default_epilogue.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
+#include "cutlass/gemm/dispatch_policy.hpp"
+#include "cutlass/gemm/kernel/tile_scheduler.hpp"
+#include "cutlass/util/distribution.h"
+#include "cutlass/util/packed_stride.hpp"
+#include "cutlass/util/tensor_view_io.h"
+"""
+
+CUDA_GLOBALS = """\
+// We compile all models with -fvisibility=hidden. Any symbols that need to be
+// exposed in the final shared library must be declared with PT_EXPORT to make
+// them visible.
+#ifdef __GNUC__ // Applies to any compiler with GNU extensions (clang and g++)
+#define PT_EXPORT __attribute__((__visibility__("default")))
+#else
+#ifdef _WIN32
+#define PT_EXPORT __declspec(dllexport)
+#else
+#define PT_EXPORT
+#endif
+#endif
+using bfloat16 = nv_bfloat16;
+"""
+
+CUTLASS_GLOBALS = """\
+using namespace cute;
+#define CUTLASS_CHECK(status)                                                      \\
+{                                                                                  \\
+  cutlass::Status error = status;                                                  \\
+  if (error != cutlass::Status::kSuccess) {                                        \\
+    auto msg = std::string("[") + __FILE__ + "] Got cutlass error: " +             \\
+        cutlassGetStatusString(error) + " at: " + std::to_string(__LINE__);        \\
+    throw std::runtime_error(msg);                                                 \\
+  }                                                                                \\
+}
+"""
+
+
+class IndentedBuffer:
+    """What `header()`/`globals()` return: the template must call `.getvalue()`."""
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def getvalue(self) -> str:
+        return self._text
+
+    def __str__(self) -> str:  # what Jinja prints when `.getvalue()` is forgotten
+        return f"<IndentedBuffer object at {id(self):#x}>"
+
+
+class TemplateAPI:
+    """The `template` object of a plain CUDA template."""
+
+    headers: tuple[str, ...] = (CUDA_HEADER,)
+    global_parts: tuple[str, ...] = (CUDA_GLOBALS,)
+
+    def __init__(self, recorder: Recorder, kernel: Kernel, output: Buffer | None) -> None:
+        self.recorder = recorder
+        self.kernel = kernel
+        self.output_node = output
+
+    def header(self) -> IndentedBuffer:
+        self.recorder.call("template", "header")
+        return IndentedBuffer("".join(self.headers))
+
+    def globals(self) -> IndentedBuffer:
+        self.recorder.call("template", "globals")
+        return IndentedBuffer("".join(self.global_parts))
+
+
+SubRender = Callable[[str, dict[str, Any]], str]
+
+
+class GemmTemplateAPI(TemplateAPI):
+    """The `template` object of a CUTLASS GEMM template (CUTLASSGemmTemplate)."""
+
+    headers = (CUDA_HEADER, CUTLASS_HEADER, GEMM_HEADER)
+    global_parts = (CUDA_GLOBALS, CUTLASS_GLOBALS)
+
+    def __init__(
+        self,
+        recorder: Recorder,
+        kernel: Kernel,
+        output: Buffer | None,
+        alpha: float,
+        beta: float,
+        render_sub: SubRender,
+    ) -> None:
+        super().__init__(recorder, kernel, output)
+        self.alpha = alpha
+        self.beta = beta
+        self._render_sub = render_sub
+
+    def cute_int(self, int_str: str, var_name: str) -> str:
+        rec = self.recorder.call("template", "cute_int", int_str, var_name)
+        value = "cute::Int<1>{}" if int_str in ("1", "1L") else int_str
+        rec.result = f"{value} /* {var_name} */"
+        return rec.result
+
+    def cutlass_type_cast(self, node: Buffer | None, ptr: str) -> str:
+        rec = self.recorder.call("template", "cutlass_type_cast", node, ptr)
+        rec.result = ptr if node is None else f"({node.spec.dtype.cutlass}*)({ptr})"
+        return rec.result
+
+    def gemm_mode(self) -> str:
+        rec = self.recorder.call("template", "gemm_mode")
+        batched = self.output_node is not None and len(self.output_node.shape) > 2
+        mode = "kBatched" if batched else "kGemm"
+        rec.result = f"cutlass::gemm::GemmUniversalMode::{mode}"
+        return rec.result
+
+    def render_gemm_arguments(
+        self,
+        argument_template: str,
+        epilogue_template: str | None,
+        should_swap_xw: bool,
+        X: Buffer | None,
+        W: Buffer | None,
+        Bias: Buffer | None,
+        Y: Buffer | None,
+        alpha: float,
+        beta: float,
+        kernel: Kernel,
+        epilogue_args: str | None = None,
+    ) -> str:
+        """Render the epilogue sub-template, then the argument sub-template around it."""
+        self.recorder.call("template", "render_gemm_arguments")
+        options: dict[str, Any] = dict(
+            alpha=self.alpha,
+            beta=self.beta,
+            X=X,
+            W=W,
+            Y=Y,
+            Bias=Bias,
+            template=self,
+            kernel=kernel,
+            M="M",
+            N="N",
+            epilogue_args=epilogue_args,
+        )
+        if epilogue_template is None:
+            return self._render_sub(argument_template, {**options, "split_k": 1})
+        if should_swap_xw:
+            swap = [b.transposed_view() if b is not None else None for b in (X, W, Bias, Y)]
+            options["X"], options["W"], options["Bias"], options["Y"] = (
+                swap[1],
+                swap[0],
+                swap[2],
+                swap[3],
+            )
+            options["M"], options["N"] = "N", "M"
+        epilogue_arguments = self._render_sub(epilogue_template, options)
+        return self._render_sub(
+            argument_template, {**options, "epilogue_arguments": epilogue_arguments}
+        )
