@@ -58,10 +58,10 @@ class RenderResult:
 class KlsEnvironment(SandboxedEnvironment):
     """Sandboxed, StrictUndefined, source-mapped and time-bounded."""
 
-    def __init__(self, loader: jinja2.BaseLoader | None, deadline: float) -> None:
+    def __init__(self, loader: jinja2.BaseLoader | None, deadline: float, mark: bool) -> None:
         super().__init__(
             undefined=jinja2.StrictUndefined,
-            extensions=[SourceMapExtension],
+            extensions=[SourceMapExtension] if mark else [],
             loader=loader,
             autoescape=False,
         )
@@ -75,13 +75,15 @@ class KlsEnvironment(SandboxedEnvironment):
 
 
 class _Renderer:
-    def __init__(self, instance: InstanceSpec, overrides: dict[Path, str], limits: Limits) -> None:
+    def __init__(
+        self, instance: InstanceSpec, overrides: dict[Path, str], limits: Limits, mark: bool
+    ) -> None:
         self.instance = instance
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
         self.limits = limits
         self.start = time.monotonic()
         loader = jinja2.FileSystemLoader(str(instance.template.parent))
-        self.env = KlsEnvironment(loader, self.start + limits.seconds)
+        self.env = KlsEnvironment(loader, self.start + limits.seconds, mark)
         self.recorder = Recorder()
         self.kernel = Kernel(instance.kernel_name, self.recorder)
         self.text_to_path: dict[str, str] = {}
@@ -125,9 +127,14 @@ def render(
     instance: InstanceSpec,
     overrides: dict[Path, str] | None = None,
     limits: Limits | None = None,
+    mark: bool = True,
 ) -> RenderResult:
-    """Render `instance`; `overrides` gives unsaved editor text by path."""
-    r = _Renderer(instance, overrides or {}, limits or Limits())
+    """Render `instance`; `overrides` gives unsaved editor text by path.
+
+    `mark=False` renders exactly as plain Jinja would, without a source map (used to prove
+    that the markers never change the output).
+    """
+    r = _Renderer(instance, overrides or {}, limits or Limits(), mark)
     result = RenderResult(instance, None, None, r.recorder.calls, r.recorder.findings)
     result.kernel = r.kernel
     main_path = str(instance.template)
@@ -140,7 +147,7 @@ def render(
     except (OpLookupError, _ConfigProblem) as exc:
         r.recorder.findings.append(
             RuntimeFinding(
-                "KT005", Severity.ERROR, str(exc), Site(str(instance.config_path), instance.line)
+                "KT005", Severity.ERROR, str(exc), Site(str(instance.config_path), instance.op_line)
             )
         )
     except LimitExceeded as exc:

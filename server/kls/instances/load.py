@@ -6,6 +6,7 @@ when others are broken, so one typo does not hide the rest.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from kls.positions import Position, Range
 from kls.suggest import did_you_mean
 
 CONFIG_NAMES = ("kls.toml", "pyproject.toml")
-INSTANCE_KEYS = {
+INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "template": str,
     "profile": str,
     "kind": str,
@@ -112,10 +113,11 @@ def load_instances(path: Path, text: str | None = None) -> InstanceSet:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = max(getattr(exc, "lineno", 1) - 1, 0)
-        col = max(getattr(exc, "colno", 1) - 1, 0)
+        where = re.search(r"at line (\d+), column (\d+)", str(exc))
+        line = int(where.group(1)) - 1 if where else 0
+        col = int(where.group(2)) - 1 if where else 0
         rng = Range(Position(line, col), Position(line, col + 1))
-        msg = f"invalid TOML: {getattr(exc, 'msg', str(exc))}"
+        msg = f"invalid TOML: {re.sub(r' [(]at line .*', '', str(exc))}"
         result.findings.append(_finding(path, rng, "KT001", msg))
         return result
     prefix: tuple[str, ...] = ()
@@ -128,7 +130,8 @@ def load_instances(path: Path, text: str | None = None) -> InstanceSet:
 
 
 def _finding(path: Path, rng: Range, code: str, message: str) -> Finding:
-    return Finding(code, Severity.ERROR, rng, message, path=str(path))
+    severity = Severity.WARNING if code == "KT006" else Severity.ERROR
+    return Finding(code, severity, rng, message, path=str(path))
 
 
 class _Reader:
@@ -241,6 +244,9 @@ class _Reader:
             op_filter=op_filter,
             variables=dict(raw.get("vars", {})),
             line=self.locator.find(self.prefix + at).start.line,
+            op_line=self.locator.find(
+                self.prefix + where("op" if "op" in raw else "op_filter")
+            ).start.line,
         )
 
     def choice(self, keys: tuple[str, ...], value: str, allowed: tuple[str, ...]) -> bool:
@@ -286,8 +292,8 @@ class _Reader:
                 hint = did_you_mean(key, TENSOR_KEYS)
                 self.error(at + (key,), "KT003", f"unknown key '{key}' in tensor '{name}'{hint}")
                 return None
-        shape = raw.get("shape")
-        if not _int_list(shape) or any(s < 0 for s in shape):
+        shape: list[int] = raw.get("shape") or []
+        if not _int_list(raw.get("shape")) or any(s < 0 for s in shape):
             self.error(
                 at + ("shape",), "KT002", f"tensor '{name}' needs 'shape', non-negative ints"
             )

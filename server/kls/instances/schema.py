@@ -94,6 +94,7 @@ class InstanceSpec:
     op_filter: OpFilter | None = None
     variables: dict[str, Any] = field(default_factory=dict)
     line: int = 0  # where the instance's table starts in its config file
+    op_line: int = 0  # where its op (or op_filter) is written
 
     @property
     def sm(self) -> int:

@@ -1,0 +1,71 @@
+"""The rule catalogue: stable codes, default severities, what each rule means.
+
+Families: KT0xx instance config, KT1xx Jinja, KT2xx kernel signature and buffer names, KT3xx
+helper calls, KT4xx the C contract, KT5xx rendered CUDA syntax, KT6xx nvcc, KT7xx benchmark.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kls.findings import Severity
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    severity: Severity
+    summary: str
+
+
+_E, _W = Severity.ERROR, Severity.WARNING
+RULES: dict[str, Rule] = {
+    r.code: r
+    for r in (
+        Rule("KT001", "config-unreadable", _E, "kls.toml is not valid TOML or cannot be read"),
+        Rule("KT002", "config-type", _E, "a config value has the wrong type or value"),
+        Rule("KT003", "config-unknown-key", _E, "a config key kls does not know"),
+        Rule("KT004", "config-missing-file", _E, "a template path in the config does not exist"),
+        Rule("KT005", "unknown-op", _E, "the CUTLASS op is unknown or does not fit the tensors"),
+        Rule("KT006", "no-instances", _W, "the config declares no instances"),
+        Rule("KT101", "jinja-syntax", _E, "Jinja syntax error"),
+        Rule(
+            "KT102", "undefined-name", _E, "a name the instance does not define (StrictUndefined)"
+        ),
+        Rule("KT103", "render-raised", _E, "rendering raised an exception"),
+        Rule("KT104", "render-limit", _E, "rendering ran past the time or size bound"),
+        Rule("KT105", "unreadable-template", _E, "the template is not UTF-8 or cannot be read"),
+        Rule("KT201", "names-count", _E, "names_str count differs from inputs + outputs"),
+        Rule("KT202", "reorder-length", _E, "input_reorder length differs from inputs"),
+        Rule("KT203", "reorder-permutation", _E, "input_reorder is not a permutation"),
+        Rule("KT204", "undeclared-buffer", _E, "a buffer used by a helper is not in def_kernel"),
+        Rule("KT205", "unused-buffer", _W, "a buffer declared in def_kernel is never used"),
+        Rule("KT206", "duplicate-buffer", _W, "a buffer is listed twice in def_kernel"),
+        Rule("KT207", "invalid-c-name", _E, "a parameter name is not a C identifier"),
+        Rule("KT208", "reserved-c-name", _E, "a parameter name collides with the C code's names"),
+        Rule("KT209", "missing-def-kernel", _E, "the kernel template never calls def_kernel"),
+        Rule("KT210", "def-kernel-twice", _E, "def_kernel is called more than once"),
+        Rule("KT211", "before-def-kernel", _E, "a helper that needs def_kernel runs before it"),
+        Rule("KT212", "not-a-buffer", _E, "def_kernel got something that is not a buffer"),
+        Rule("KT301", "helper-arity", _E, "a helper is called with the wrong arguments"),
+        Rule("KT302", "index-out-of-rank", _E, "a dimension index is outside the tensor's rank"),
+        Rule("KT303", "missing-getvalue", _E, "header()/globals() used without .getvalue()"),
+        Rule("KT305", "unknown-helper", _E, "kernel./template. has no such helper"),
+        Rule(
+            "KT306", "not-row-or-column", _E, "row_or_column_stride on a tensor with no unit stride"
+        ),
+        Rule("KT401", "no-exported-entry", _E, 'no PT_EXPORT function inside extern "C"'),
+        Rule(
+            "KT402", "workspace-query-order", _E, "null check or launch before the workspace query"
+        ),
+        Rule("KT403", "no-workspace-query", _W, "the entry never answers the workspace-size query"),
+        Rule("KT501", "cuda-syntax", _E, "the rendered CUDA does not parse"),
+        Rule("KT601", "nvcc-error", _E, "nvcc reported an error"),
+        Rule("KT701", "wrong-result", _E, "the benchmarked kernel computed a wrong result"),
+    )
+}
+
+
+def rule(code: str) -> Rule:
+    return RULES[code]

@@ -1,0 +1,231 @@
+"""Checks that need a rendered instance: runtime findings, unused buffers, the C contract."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kls.checks.catalogue import rule
+from kls.checks.signatures import HELPERS
+from kls.findings import Finding, Severity
+from kls.positions import Position, Range
+from kls.render import RenderResult, context_names
+from kls.runtime.record import RuntimeFinding, Site
+from kls.sourcemap import Origin
+from kls.suggest import did_you_mean
+from kls.template.model import HelperCall, TemplateModel
+
+WORKSPACE_QUERY = re.compile(r"if\s*\(\s*(workspace_size\s*(!=\s*(nullptr|NULL|0))?)\s*\)")
+NULL_CHECK = re.compile(r"if\s*\(\s*!\s*\w+\s*\)|throw std::runtime_error\(\"input ")
+LAUNCH = re.compile(r"<<<|\bgemm_op\s*\(\s*stream|\.initialize\s*\(|\.run\s*\(|cudaLaunchKernel")
+
+
+@dataclass
+class Models:
+    """Parsed models of the files a render touched, by path (parsed once, shared)."""
+
+    by_path: dict[str, TemplateModel]
+
+    def get(self, path: str) -> TemplateModel | None:
+        return self.by_path.get(path)
+
+
+def line_range(model: TemplateModel | None, line: int) -> Range:
+    if model is None:
+        return Range.of_line(line)
+    text = model.index.line_text(line)
+    indent = len(text) - len(text.lstrip())
+    return Range(Position(line, indent), Position(line, len(text.rstrip())))
+
+
+def render_findings(result: RenderResult, models: Models) -> list[Finding]:
+    name = result.instance.name
+    out = [_from_runtime(f, result, models) for f in result.findings]
+    if result.ok:
+        out.extend(_unused_buffers(result, models))
+        out.extend(_contract(result, models))
+    return [
+        Finding(f.code, f.severity, f.range, f.message, f.path, name, f.source, f.related)
+        for f in out
+    ]
+
+
+def _from_runtime(f: RuntimeFinding, result: RenderResult, models: Models) -> Finding:
+    site = f.site or Site(str(result.instance.template), 0)
+    model = models.get(site.path)
+    message = f.message
+    rng = line_range(model, site.line)
+    if f.code == "KT102":
+        rng, message = _undefined(model, site, message, result)
+    elif f.helper is not None and model is not None:
+        call = _call_on_line(model, f.helper, site.line)
+        if call is not None:
+            rng = _arg_range(call, f.arg_index) or call.range
+    return Finding(f.code, f.severity, rng, message, path=site.path)
+
+
+def _undefined(
+    model: TemplateModel | None, site: Site, message: str, result: RenderResult
+) -> tuple[Range, str]:
+    match = re.match(r"'([^']+)' is undefined", message)
+    rng = line_range(model, site.line)
+    if not match:
+        return rng, message
+    name = match.group(1)
+    hint = did_you_mean(name, context_names(result.instance))
+    uses = model.name_uses.get(name, []) if model else []
+    on_line = [u for u in uses if u.start.line == site.line] or uses
+    if on_line:
+        rng = on_line[0]
+    return rng, (
+        f"'{name}' is undefined for instance '{result.instance.name}'{hint}; "
+        "declare it under vars/tensors in kls.toml or fix the name"
+    )
+
+
+def _call_on_line(model: TemplateModel, helper: str, line: int) -> HelperCall | None:
+    for call in model.calls:
+        if call.helper == helper and call.range.start.line <= line <= call.range.end.line:
+            return call
+    return None
+
+
+def _arg_range(call: HelperCall, index: int | None) -> Range | None:
+    if index is None:
+        return None
+    sig = HELPERS.get((call.owner, call.helper))
+    name = sig.params[index].name if sig and index < len(sig.params) else ""
+    arg = call.arg(index, name)
+    return arg.value_range if arg else None
+
+
+def _def_kernel_site(result: RenderResult, models: Models) -> tuple[str, Range]:
+    kernel = result.kernel
+    if kernel and kernel.def_kernel_calls and kernel.def_kernel_calls[0].site:
+        site = kernel.def_kernel_calls[0].site
+        model = models.get(site.path)
+        call = _call_on_line(model, "def_kernel", site.line) if model else None
+        return site.path, call.range if call else line_range(model, site.line)
+    path = str(result.instance.template)
+    return path, line_range(models.get(path), 0)
+
+
+def _unused_buffers(result: RenderResult, models: Models) -> Iterator[Finding]:
+    kernel = result.kernel
+    if kernel is None:
+        return
+    for c_name, node in kernel.named_nodes.items():
+        if c_name in kernel.declared and node.get_name() not in kernel.used:
+            path, rng = _def_kernel_site(result, models)
+            yield Finding(
+                "KT205",
+                rule("KT205").severity,
+                rng,
+                f"buffer '{c_name}' is declared in def_kernel but no helper uses it in this "
+                "instance; its C parameter is dead (or the template forgot kernel.ptr)",
+                path=path,
+            )
+
+
+def _contract(result: RenderResult, models: Models) -> Iterator[Finding]:
+    kernel, text = result.kernel, result.text or ""
+    if kernel is None:
+        return
+    if not kernel.def_kernel_calls:
+        if result.instance.profile == "inductor-2023":
+            path = str(result.instance.template)
+            yield Finding(
+                "KT209",
+                rule("KT209").severity,
+                line_range(models.get(path), 0),
+                "the template never calls kernel.def_kernel, so there is no exported entry "
+                "point; add {{kernel.def_kernel(inputs=[...], outputs=[...], names_str=...)}}",
+                path=path,
+            )
+        return
+    path, rng = _def_kernel_site(result, models)
+    signature = kernel.signature_text()
+    at = text.find(signature)
+    if at < 0 or 'extern "C"' not in text[:at]:
+        where = "is never emitted" if at < 0 else 'is not inside extern "C"'
+        yield Finding(
+            "KT401",
+            rule("KT401").severity,
+            rng,
+            f"the def_kernel signature {where}; Inductor loads the entry by its C name, so "
+            'print {{kernel.def_kernel(...)}} inside an extern "C" { ... } block',
+            path=path,
+        )
+        return
+    body = _function_body(text, at + len(signature))
+    if body is None:
+        return
+    start, end = body
+    query = WORKSPACE_QUERY.search(text, start, end)
+    if query is None:
+        yield Finding(
+            "KT403",
+            rule("KT403").severity,
+            rng,
+            "the entry never answers the workspace-size query (`if (workspace_size) { "
+            "*workspace_size = ...; return 0; }`); callers ask it first",
+            path=path,
+        )
+        return
+    for pattern, what in ((NULL_CHECK, "a null check"), (LAUNCH, "a kernel launch")):
+        early = pattern.search(text, start, query.start())
+        if early is not None:
+            yield _at_rendered_offset(
+                result,
+                models,
+                early.start(),
+                "KT402",
+                f"{what} runs before the workspace-size query; callers query the workspace "
+                "with null data pointers, so move `if (workspace_size) {...}` above it",
+            )
+            return
+
+
+def _function_body(text: str, after: int) -> tuple[int, int] | None:
+    open_at = text.find("{", after)
+    if open_at < 0:
+        return None
+    depth = 0
+    for i in range(open_at, len(text)):
+        ch = text[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return open_at, i
+    return open_at, len(text)
+
+
+def _at_rendered_offset(
+    result: RenderResult, models: Models, offset: int, code: str, message: str
+) -> Finding:
+    text = result.text or ""
+    line = text.count("\n", 0, offset)
+    origin = result.source_map.origin(line) if result.source_map else None
+    return finding_at_origin(origin, models, result, code, message)
+
+
+def finding_at_origin(
+    origin: Origin | None,
+    models: Models,
+    result: RenderResult,
+    code: str,
+    message: str,
+    severity: Severity | None = None,
+) -> Finding:
+    path = origin.path if origin else str(result.instance.template)
+    line = origin.line if origin else 0
+    return Finding(
+        code,
+        severity or rule(code).severity,
+        line_range(models.get(path), line),
+        message,
+        path=path,
+    )

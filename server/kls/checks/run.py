@@ -1,0 +1,188 @@
+"""Run every check on a template file: static checks, then each instance that renders it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kls.checks.rendered import Models, render_findings
+from kls.checks.static import static_findings
+from kls.checks.syntax import syntax_findings
+from kls.findings import Finding, Severity
+from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
+from kls.positions import Range
+from kls.render import RenderResult, render
+from kls.template.model import TemplateModel, parse_template
+
+TEMPLATE_SUFFIXES = (".cu.jinja", ".cuh.jinja", ".cu.j2", ".cuh.j2", ".jinja", ".j2")
+MAX_TEMPLATE_BYTES = 10 * 1024 * 1024
+
+
+@dataclass
+class CheckResult:
+    findings: list[Finding] = field(default_factory=list)
+    renders: dict[str, RenderResult] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == Severity.ERROR)
+
+
+def is_template(path: Path) -> bool:
+    return path.name.endswith(TEMPLATE_SUFFIXES)
+
+
+def read_template(path: Path) -> tuple[str | None, Finding | None]:
+    """The text, or a KT105 finding that says why it cannot be used."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return None, Finding(
+            "KT105", Severity.ERROR, Range.of_line(0), f"cannot read: {exc}", path=str(path)
+        )
+    if len(data) > MAX_TEMPLATE_BYTES:
+        return None, Finding(
+            "KT105",
+            Severity.ERROR,
+            Range.of_line(0),
+            f"template is {len(data) // (1024 * 1024)} MB; kls checks templates up to "
+            f"{MAX_TEMPLATE_BYTES // (1024 * 1024)} MB",
+            path=str(path),
+        )
+    try:
+        return data.decode("utf-8"), None
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n")
+        return None, Finding(
+            "KT105",
+            Severity.ERROR,
+            Range.of_line(line),
+            f"template is not UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8",
+            path=str(path),
+        )
+
+
+class ModelCache:
+    """Parsed models by path; editor text (overrides) wins over the file on disk."""
+
+    def __init__(self, overrides: dict[Path, str] | None = None) -> None:
+        self.overrides = {p.resolve(): t for p, t in (overrides or {}).items()}
+        self.models: dict[str, TemplateModel] = {}
+
+    def model(self, path: str) -> TemplateModel | None:
+        if path not in self.models:
+            text = self.overrides.get(Path(path).resolve())
+            if text is None:
+                text, _ = read_template(Path(path))
+            if text is None:
+                return None
+            self.models[path] = parse_template(text)
+        return self.models[path]
+
+    def for_render(self, result: RenderResult) -> Models:
+        return Models({p: m for p in result.files if (m := self.model(p)) is not None})
+
+
+def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderResult, list[Finding]]:
+    result = render(instance, cache.overrides)
+    models = cache.for_render(result)
+    findings = render_findings(result, models) + syntax_findings(result, models)
+    return result, [_tag(f, instance.name) for f in findings]
+
+
+def _tag(f: Finding, instance: str) -> Finding:
+    return Finding(f.code, f.severity, f.range, f.message, f.path, instance, f.source, f.related)
+
+
+def check_file(
+    path: Path,
+    text: str | None = None,
+    instances: InstanceSet | None = None,
+    cache: ModelCache | None = None,
+) -> CheckResult:
+    """Findings located in `path`, from its static checks and every instance that reads it."""
+    path = path.resolve()
+    result = CheckResult()
+    if text is None:
+        text, problem = read_template(path)
+        if problem is not None:
+            result.findings.append(problem)
+            return result
+    assert text is not None
+    cache = cache or ModelCache({path: text})
+    cache.overrides.setdefault(path, text)
+    model = parse_template(text)
+    cache.models[str(path)] = model
+    static = static_findings(model, str(path))
+    runtime: list[Finding] = []
+    if model.syntax_error is None and instances is not None:
+        for instance in instances.depends_on(path):
+            rendered, findings = check_instance(instance, cache)
+            result.renders[instance.name] = rendered
+            runtime.extend(f for f in findings if f.path == str(path))
+    # Static and render-time checks may both see one problem: the static one has the more
+    # exact range and wins.
+    seen_static = {(f.code, f.range.start.line) for f in static}
+    runtime = [f for f in dedupe(runtime) if (f.code, f.range.start.line) not in seen_static]
+    result.findings = apply_noqa(static + runtime, cache)
+    return result
+
+
+def dedupe(findings: Iterable[Finding]) -> list[Finding]:
+    """One finding per (file, code, range), e.g. the same problem seen by several instances."""
+    seen: set[tuple[str, str, Range]] = set()
+    out: list[Finding] = []
+    for f in findings:
+        key = (f.path, f.code, f.range)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out
+
+
+def apply_noqa(findings: list[Finding], cache: ModelCache) -> list[Finding]:
+    kept = []
+    for f in findings:
+        model = cache.models.get(f.path)
+        if model is not None and model.is_silenced(f.code, f.range.start.line):
+            continue
+        kept.append(f)
+    return kept
+
+
+def check_paths(paths: list[Path]) -> CheckResult:
+    """`kls check`: every template under `paths` and every instance of the configs found."""
+    result = CheckResult()
+    files: list[Path] = []
+    configs: dict[Path, InstanceSet] = {}
+    for root in paths:
+        if root.is_dir():
+            files.extend(sorted(p for p in root.rglob("*") if p.is_file() and is_template(p)))
+        elif root.is_file():
+            files.append(root)
+        else:
+            result.findings.append(
+                Finding(
+                    "KT105",
+                    Severity.ERROR,
+                    Range.of_line(0),
+                    "no such file or directory",
+                    path=str(root),
+                )
+            )
+        config = find_config(root if root.exists() else Path.cwd())
+        if config is not None and config not in configs:
+            configs[config] = load_instances(config)
+    for instance_set in configs.values():
+        result.findings.extend(instance_set.findings)
+    cache = ModelCache()
+    for file in files:
+        config = find_config(file)
+        instances = configs.get(config) if config else None
+        checked = check_file(file, instances=instances, cache=cache)
+        result.findings.extend(checked.findings)
+        result.renders.update(checked.renders)
+    # Instances whose template lies outside the checked paths still get their config checked.
+    result.findings = dedupe(result.findings)
+    return result

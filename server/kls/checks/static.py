@@ -1,0 +1,209 @@
+"""Checks that need only the template text (no instance): they run on every keystroke."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from kls.checks.catalogue import rule
+from kls.checks.signatures import BUFFER_HELPERS, HELPERS, helpers_of
+from kls.findings import Finding
+from kls.positions import Range
+from kls.runtime.kernel import RESERVED_C_NAMES
+from kls.suggest import did_you_mean
+from kls.template.model import Argument, HelperCall, NameRef, TemplateModel
+
+
+def finding(code: str, rng: Range, message: str, path: str) -> Finding:
+    return Finding(code, rule(code).severity, rng, message, path=path)
+
+
+def static_findings(model: TemplateModel, path: str) -> list[Finding]:
+    out: list[Finding] = []
+    if model.syntax_error is not None:
+        err = model.syntax_error
+        out.append(finding("KT101", err.range, f"Jinja syntax error: {err.message}", path))
+    for call in model.calls:
+        out.extend(_helper_findings(call, path))
+    for call in model.calls_to("kernel", "def_kernel"):
+        out.extend(_def_kernel_findings(model, call, path))
+    return out
+
+
+def _helper_findings(call: HelperCall, path: str) -> Iterator[Finding]:
+    sig = HELPERS.get((call.owner, call.helper))
+    if sig is None:
+        if call.called:
+            names = [h.name for h in helpers_of(call.owner)]
+            hint = did_you_mean(call.helper, names)
+            yield finding(
+                "KT305",
+                call.name_range,
+                f"{call.owner}.{call.helper} is not a helper Inductor provides{hint}",
+                path,
+            )
+        return
+    if call.helper in ("header", "globals") and call.followed_by != "getvalue":
+        yield finding(
+            "KT303",
+            call.range,
+            f"template.{call.helper}() returns an IndentedBuffer; write "
+            f"template.{call.helper}().getvalue() or the output is the object's repr",
+            path,
+        )
+    if not call.called:
+        return
+    positional = call.positional()
+    names = [p.name for p in sig.params]
+    required = [p.name for p in sig.params if p.required]
+    bound = {p: i < len(positional) for i, p in enumerate(names)}
+    for arg in call.args:
+        if arg.keyword is not None:
+            if arg.keyword not in names:
+                yield finding(
+                    "KT301",
+                    arg.range,
+                    f"{sig.label} has no parameter '{arg.keyword}'{did_you_mean(arg.keyword, names)}",
+                    path,
+                )
+            else:
+                bound[arg.keyword] = True
+    if len(positional) > len(names):
+        yield finding(
+            "KT301",
+            positional[len(names)].range,
+            f"{sig.label} takes at most {len(names)} argument(s), got {len(positional)}",
+            path,
+        )
+    missing = [n for n in required if not bound.get(n)]
+    if missing:
+        yield finding(
+            "KT301",
+            call.range,
+            f"{sig.label} is missing required argument(s): {', '.join(missing)}",
+            path,
+        )
+
+
+def _def_kernel_findings(model: TemplateModel, call: HelperCall, path: str) -> Iterator[Finding]:
+    inputs_arg, outputs_arg = call.arg(0, "inputs"), call.arg(1, "outputs")
+    names_arg, reorder_arg = call.arg(2, "names_str"), call.arg(3, "input_reorder")
+    inputs = inputs_arg.name_list(model.index) if inputs_arg else None
+    outputs = outputs_arg.name_list(model.index) if outputs_arg else None
+    names = _literal_names(names_arg)
+    if inputs is not None and outputs is not None:
+        buffers = inputs + outputs
+        yield from _duplicates(buffers, path)
+        if names is not None and names_arg is not None and len(names) != len(buffers):
+            yield finding(
+                "KT201",
+                names_arg.value_range,
+                f"names_str has {len(names)} name(s) but inputs + outputs list {len(buffers)} "
+                f"buffer(s) ({', '.join(b.name or 'None' for b in buffers)}); give one name per "
+                "buffer, inputs first, then outputs",
+                path,
+            )
+        yield from _undeclared_uses(model, call, {b.name for b in buffers if b.name}, path)
+    if names is not None and names_arg is not None:
+        yield from _bad_names(model, names, names_arg, path)
+    if inputs is not None and reorder_arg is not None:
+        yield from _reorder(reorder_arg, len(inputs), path)
+
+
+def _literal_names(arg: Argument | None) -> list[str] | None:
+    if arg is None:
+        return None
+    try:
+        value = arg.literal()
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(value, str):
+        return None
+    return [x.strip() for x in value.strip().split(",")]
+
+
+def _duplicates(buffers: list[NameRef], path: str) -> Iterator[Finding]:
+    seen: dict[str, NameRef] = {}
+    for ref in buffers:
+        if ref.name is None:
+            continue
+        if ref.name in seen:
+            yield finding(
+                "KT206",
+                ref.range,
+                f"buffer '{ref.name}' is listed twice in def_kernel; Inductor keeps one C "
+                "parameter (at the first position, named after the last)",
+                path,
+            )
+        seen[ref.name] = ref
+
+
+def _bad_names(
+    model: TemplateModel, names: list[str], arg: Argument, path: str
+) -> Iterator[Finding]:
+    start = model.index.offset(arg.value_range.start)
+    text = arg.value_text
+    for name in names:
+        at = text.find(name) if name else -1
+        rng = model.index.range(start + at, start + at + len(name)) if at > 0 else arg.value_range
+        if not name.isidentifier():
+            yield finding(
+                "KT207",
+                rng,
+                f"'{name}' in names_str is not a valid C identifier",
+                path,
+            )
+        elif name in RESERVED_C_NAMES:
+            yield finding(
+                "KT208",
+                rng,
+                f"'{name}' in names_str collides with a name the template's C code declares "
+                "(M, N, K, B, workspace, workspace_size, stream, ...); rename the parameter",
+                path,
+            )
+
+
+def _reorder(arg: Argument, n_inputs: int, path: str) -> Iterator[Finding]:
+    try:
+        order = arg.literal()
+    except (ValueError, SyntaxError):
+        return
+    if order is None:
+        return
+    if not isinstance(order, (list, tuple)) or not all(isinstance(i, int) for i in order):
+        return
+    if len(order) != n_inputs:
+        yield finding(
+            "KT202",
+            arg.value_range,
+            f"input_reorder has {len(order)} entries but def_kernel declares {n_inputs} inputs",
+            path,
+        )
+    elif sorted(order) != list(range(n_inputs)):
+        yield finding(
+            "KT203",
+            arg.value_range,
+            f"input_reorder {list(order)} is not a permutation of range({n_inputs}); an input "
+            "would silently get no C parameter",
+            path,
+        )
+
+
+def _undeclared_uses(
+    model: TemplateModel, def_call: HelperCall, declared: set[str], path: str
+) -> Iterator[Finding]:
+    for call in model.calls:
+        if call.owner != "kernel" or call.helper not in BUFFER_HELPERS or call is def_call:
+            continue
+        node = call.arg(0, "node")
+        ref = node.name_ref() if node else None
+        if ref is None or ref.name is None or ref.name in declared:
+            continue
+        if ref.name in {"kernel", "template"}:
+            continue
+        yield finding(
+            "KT204",
+            ref.range,
+            f"buffer '{ref.name}' is not declared in def_kernel, so kernel.{call.helper} gives "
+            f"{'nullptr' if call.helper == 'ptr' else 'nothing'} (Inductor does this silently)",
+            path,
+        )

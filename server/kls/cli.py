@@ -1,0 +1,182 @@
+"""The `kls` command line: check, instances, render, rules, serve."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kls import __version__
+from kls.checks import check_paths
+from kls.checks.catalogue import RULES
+from kls.checks.run import ModelCache, check_instance
+from kls.findings import Finding, Severity
+from kls.instances import InstanceSet, find_config, load_instances
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+        return code
+    except KeyboardInterrupt:
+        print("kls: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kls", description="Editor tooling for Jinja CUDA kernel templates."
+    )
+    parser.add_argument("--version", action="version", version=f"kls {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    check = sub.add_parser("check", help="lint templates and every instance in kls.toml")
+    check.add_argument("paths", nargs="*", type=Path, default=[Path(".")])
+    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.set_defaults(func=cmd_check)
+
+    instances = sub.add_parser("instances", help="list the instances declared for a template")
+    instances.add_argument("template", type=Path)
+    instances.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    instances.set_defaults(func=cmd_instances)
+
+    render = sub.add_parser("render", help="print the CUDA of one instance")
+    render.add_argument("template", type=Path)
+    render.add_argument("--instance", "-i", required=True)
+    render.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    render.add_argument(
+        "--line-directives", action="store_true", help="emit #line directives for nvcc"
+    )
+    render.add_argument(
+        "--source-map", action="store_true", help="prefix each line with its template line"
+    )
+    render.set_defaults(func=cmd_render)
+
+    rules = sub.add_parser("rules", help="list the rule catalogue")
+    rules.set_defaults(func=cmd_rules)
+
+    serve = sub.add_parser("serve", help="run the language server (stdio by default)")
+    serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
+    serve.set_defaults(func=cmd_serve)
+    return parser
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    result = check_paths(list(args.paths))
+    findings = sorted(result.findings, key=_order)
+    if args.format == "json":
+        payload = {
+            "findings": [f.to_json() for f in findings],
+            "instances_rendered": sorted(result.renders),
+            "errors": result.errors,
+        }
+        print(json.dumps(payload, indent=2))
+    else:
+        for f in findings:
+            print(f.format_line())
+        warnings = sum(1 for f in findings if f.severity == Severity.WARNING)
+        print(
+            f"kls: {result.errors} error(s), {warnings} warning(s); "
+            f"{len(result.renders)} instance(s) rendered",
+            file=sys.stderr,
+        )
+    return EXIT_FINDINGS if result.errors else EXIT_OK
+
+
+def _order(f: Finding) -> tuple[str, int, int, str]:
+    return (f.path, f.range.start.line, f.range.start.column, f.code)
+
+
+def _instances_for(template: Path, config: Path | None) -> tuple[InstanceSet | None, str]:
+    if not template.is_file():
+        return None, f"kls: {template}: no such template file"
+    config = config or find_config(template)
+    if config is None:
+        return None, (
+            f"kls: no kls.toml found at or above {template.parent}; declare instances there "
+            "(see README: Instances)"
+        )
+    return load_instances(config), ""
+
+
+def _print_config_problems(instances: InstanceSet) -> None:
+    for f in instances.findings:
+        print(f.format_line(), file=sys.stderr)
+
+
+def cmd_instances(args: argparse.Namespace) -> int:
+    instances, problem = _instances_for(args.template, args.config)
+    if instances is None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    _print_config_problems(instances)
+    for spec in instances.depends_on(args.template):
+        tensors = ", ".join(f"{n}={t.describe() if t else 'None'}" for n, t in spec.tensors.items())
+        op = spec.op or (f"filter {list(spec.op_filter.contains)}" if spec.op_filter else "-")
+        print(f"{spec.name}\tarch={spec.arch}\tkind={spec.kind}\top={op}\t{tensors}")
+    return EXIT_FINDINGS if instances.findings else EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    instances, problem = _instances_for(args.template, args.config)
+    if instances is None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    spec = instances.instances.get(args.instance)
+    if spec is None:
+        from kls.suggest import did_you_mean
+
+        _print_config_problems(instances)
+        hint = did_you_mean(args.instance, instances.instances)
+        known = ", ".join(sorted(i.name for i in instances.depends_on(args.template)))
+        print(
+            f"kls: no instance '{args.instance}'{hint}; instances of this template: {known}",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    result, findings = check_instance(spec, ModelCache())
+    errors = [f for f in findings if f.severity == Severity.ERROR]
+    for f in findings:
+        print(f.format_line(), file=sys.stderr)
+    if result.text is None or result.source_map is None:
+        print(f"kls: instance '{spec.name}' did not render", file=sys.stderr)
+        return EXIT_FINDINGS
+    text = result.text
+    if args.line_directives:
+        text = result.source_map.line_directives(text)
+    elif args.source_map:
+        lines = []
+        for i, line in enumerate(text.split("\n")):
+            origin = result.source_map.origin(i)
+            where = f"{Path(origin.path).name}:{origin.line + 1}" if origin else "?"
+            lines.append(f"{where:>28} | {line}")
+        text = "\n".join(lines)
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return EXIT_FINDINGS if errors else EXIT_OK
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    for rule in RULES.values():
+        print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
+    return EXIT_OK
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from kls.lsp.server import serve
+    except ImportError as exc:  # pragma: no cover - packaging problem
+        print(f"kls: the language server is unavailable: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return serve(args.tcp)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

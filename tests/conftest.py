@@ -1,0 +1,87 @@
+"""Shared fixtures: write small templates and kls.toml files into a temporary workspace."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from kls.checks.run import CheckResult, check_file
+from kls.findings import Finding
+from kls.instances import InstanceSet, load_instances
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATES = ROOT / "templates"
+
+GEMM_TENSORS = """\
+tensors.X = { shape = [256, 128], dtype = "bf16", layout = "row" }
+tensors.W = { shape = [128, 64], dtype = "bf16", layout = "col" }
+tensors.Bias = "none"
+tensors.Y = { shape = [256, 64], dtype = "bf16", layout = "row" }
+"""
+
+
+class Workspace:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def write(self, name: str, text: str) -> Path:
+        path = self.root / name
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+    def config(self, body: str) -> InstanceSet:
+        path = self.write("kls.toml", body)
+        return load_instances(path)
+
+    def instance(self, template: str, extra: str = "", tensors: str = GEMM_TENSORS) -> InstanceSet:
+        """One instance 'i' of `template` (text) with GEMM-like tensors X, W, Bias=None, Y."""
+        self.write("t.cu.jinja", template)
+        return self.config(f'[instances.i]\ntemplate = "t.cu.jinja"\n{extra}\n{tensors}')
+
+    def check(self, template: str, extra: str = "", tensors: str = GEMM_TENSORS) -> CheckResult:
+        instances = self.instance(template, extra, tensors)
+        assert not instances.findings, [f.format_line() for f in instances.findings]
+        return check_file(self.root / "t.cu.jinja", instances=instances)
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Workspace:
+    return Workspace(tmp_path)
+
+
+def codes(findings: list[Finding]) -> list[str]:
+    return [f.code for f in findings]
+
+
+def only(findings: list[Finding], code: str) -> Finding:
+    matching = [f for f in findings if f.code == code]
+    assert len(matching) == 1, [f.format_line() for f in findings]
+    return matching[0]
+
+
+Span = tuple[int, int, int, int]
+
+
+def span(f: Finding) -> Span:
+    r = f.range
+    return (r.start.line, r.start.column, r.end.line, r.end.column)
+
+
+def find_span(text: str, needle: str, occurrence: int = 0) -> Span:
+    """The (line, col, line, col) range of the n-th occurrence of `needle` in `text`."""
+    text = textwrap.dedent(text)
+    at = -1
+    for _ in range(occurrence + 1):
+        at = text.index(needle, at + 1)
+    line = text.count("\n", 0, at)
+    col = at - (text.rfind("\n", 0, at) + 1)
+    end = at + len(needle)
+    end_line = text.count("\n", 0, end)
+    end_col = end - (text.rfind("\n", 0, end) + 1)
+    return (line, col, end_line, end_col)
+
+
+Finder = Callable[[str, str], Span]
