@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from kls.checks.catalogue import RULES
@@ -71,7 +69,9 @@ def test_kt103_helper_raises(ws: Workspace) -> None:
 
 
 def test_kt104_unbounded_output_is_cut(ws: Workspace) -> None:
-    text = "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxx{% endfor %}{% endfor %}"
+    text = (
+        "{% for i in range(100000) %}{% for j in range(100000) %}xxxxxxxx{% endfor %}{% endfor %}"
+    )
     instances = ws.instance(text)
     result = render(instances.instances["i"], limits=Limits(seconds=10, max_bytes=1 << 20))
     assert result.text is None
@@ -134,12 +134,13 @@ def test_kt203_reorder_from_instance(ws: Workspace) -> None:
 
 
 def test_kt204_undeclared_buffer(ws: Workspace) -> None:
-    text = variant("inputs=[X, W], outputs=[Y], names_str=\"X, W, Y\"",
-                   "inputs=[X], outputs=[Y], names_str=\"X, Y\"")
+    text = variant(
+        'inputs=[X, W], outputs=[Y], names_str="X, W, Y"',
+        'inputs=[X], outputs=[Y], names_str="X, Y"',
+    )
     f = only(ws.check(text).findings, "KT204")
-    assert span(f) == find_span(text, "W", 0) if text.count("W") == 1 else True
-    assert span(f) == find_span(text, "ptr(W)")[:2] + (0, 0) or True
-    assert f.range.start.line == find_span(text, "ptr(W)")[0]
+    line, col, _, _ = find_span(text, "ptr(W)")
+    assert span(f) == (line, col + 4, line, col + 5)
     assert "nullptr" in f.message
 
 
@@ -147,14 +148,17 @@ def test_kt205_declared_never_used(ws: Workspace) -> None:
     text = variant("  const void* b = {{kernel.ptr(W)}};\n", "")
     f = only(ws.check(text).findings, "KT205")
     assert f.severity == Severity.WARNING
-    assert span(f) == find_span(text, 'kernel.def_kernel(inputs=[X, W], outputs=[Y], names_str="X, W, Y")')
+    assert span(f) == find_span(
+        text, 'kernel.def_kernel(inputs=[X, W], outputs=[Y], names_str="X, W, Y")'
+    )
 
 
 def test_kt206_duplicate_buffer(ws: Workspace) -> None:
-    text = variant('inputs=[X, W], outputs=[Y], names_str="X, W, Y"',
-                   'inputs=[X, X], outputs=[Y], names_str="X, W, Y"')
+    text = variant(
+        'inputs=[X, W], outputs=[Y], names_str="X, W, Y"',
+        'inputs=[X, X], outputs=[Y], names_str="X, W, Y"',
+    )
     f = only(ws.check(text).findings, "KT206")
-    assert span(f) == find_span(text, "X", text.index("[X, X]") and 1) or True
     line, col, _, _ = find_span(text, "[X, X]")
     assert (f.range.start.line, f.range.start.column) == (line, col + 4)
 
@@ -166,9 +170,7 @@ def test_kt207_invalid_c_identifier(ws: Workspace) -> None:
 
 
 def test_kt208_reserved_c_name(ws: Workspace) -> None:
-    text = variant('names_str="X, W, Y"', 'names_str="X, stream, Y"').replace(
-        "kernel.ptr(W)", "kernel.ptr(W)"
-    )
+    text = variant('names_str="X, W, Y"', 'names_str="X, stream, Y"')
     f = only(ws.check(text).findings, "KT208")
     assert span(f) == find_span(text, "stream", 0)
 
@@ -206,15 +208,26 @@ def test_kt301_missing_argument(ws: Workspace) -> None:
 
 
 def test_kt301_too_many_and_unknown_keyword(ws: Workspace) -> None:
-    text = variant("  return 0;", "  int s = {{kernel.stride(X, 0, 1, 2)}} + {{kernel.size(X, 0, dflt=1)}};\n  return 0;")
+    text = variant(
+        "  return 0;",
+        "  int s = {{kernel.stride(X, 0, 1, 2)}} + {{kernel.size(X, 0, dflt=1)}};\n  return 0;",
+    )
     found = [f for f in ws.check(text).findings if f.code == "KT301"]
-    assert sorted(span(f) for f in found) == sorted([find_span(text, "2)")[:2] + (find_span(text, "2)")[0], find_span(text, "2)")[1] + 1), find_span(text, "dflt=1")])
+    assert sorted(span(f) for f in found) == sorted(
+        [
+            find_span(text, "2)")[:2] + (find_span(text, "2)")[0], find_span(text, "2)")[1] + 1),
+            find_span(text, "dflt=1"),
+        ]
+    )
 
 
 def test_kt302_index_out_of_rank(ws: Workspace) -> None:
     text = variant("  return 0;", "  int s = {{kernel.stride(X, 2)}};\n  return 0;")
     f = only(ws.check(text).findings, "KT302")
-    assert span(f) == find_span(text, "2)}}")[:2] + (find_span(text, "2)}}")[0], find_span(text, "2)}}")[1] + 1)
+    assert span(f) == find_span(text, "2)}}")[:2] + (
+        find_span(text, "2)}}")[0],
+        find_span(text, "2)}}")[1] + 1,
+    )
     # The batch idiom (negative index before the first dim) is not an error.
     fine = variant("  return 0;", "  int s = {{kernel.stride(X, -3)}};\n  return 0;")
     assert "KT302" not in codes(ws.check(fine).findings)
@@ -241,7 +254,10 @@ def test_kt306_neither_row_nor_column_major(ws: Workspace) -> None:
         'tensors.Y = { shape = [256, 64], dtype = "bf16" }\n'
     )
     f = only(ws.check(text, tensors=tensors).findings, "KT306")
-    assert span(f) == find_span(text, "X)}};\n  return")[:2] + (find_span(text, "X)}};\n  return")[0], find_span(text, "X)}};\n  return")[1] + 1)
+    assert span(f) == find_span(text, "X)}};\n  return")[:2] + (
+        find_span(text, "X)}};\n  return")[0],
+        find_span(text, "X)}};\n  return")[1] + 1,
+    )
 
 
 # -- KT4xx the C contract ---------------------------------------------------------------------
@@ -254,10 +270,9 @@ def test_kt401_entry_outside_extern_c(ws: Workspace) -> None:
 
 
 def test_kt402_null_check_before_workspace_query(ws: Workspace) -> None:
-    text = GOOD.replace(
-        "  if (workspace_size) { *workspace_size = 0; return 0; }\n  {{kernel.check_not_null(X)}}\n",
-        "  {{kernel.check_not_null(X)}}\n  if (workspace_size) { *workspace_size = 0; return 0; }\n",
-    )
+    query = "  if (workspace_size) { *workspace_size = 0; return 0; }\n"
+    check = "  {{kernel.check_not_null(X)}}\n"
+    text = GOOD.replace(query + check, check + query)
     f = only(ws.check(text).findings, "KT402")
     assert span(f) == find_span(text, "{{kernel.check_not_null(X)}}")
 
@@ -281,9 +296,13 @@ def test_kt501_rendered_syntax_error_maps_to_template_line(ws: Workspace) -> Non
 
 
 def test_noqa_silences_one_rule_on_its_line(ws: Workspace) -> None:
-    text = variant("{{template.header().getvalue()}}", "{{template.header()}} {# kls: noqa KT303 #}")
+    text = variant(
+        "{{template.header().getvalue()}}", "{{template.header()}} {# kls: noqa KT303 #}"
+    )
     assert "KT303" not in codes(ws.check(text).findings)
-    other = variant("{{template.header().getvalue()}}", "{{template.header()}} {# kls: noqa KT201 #}")
+    other = variant(
+        "{{template.header().getvalue()}}", "{{template.header()}} {# kls: noqa KT201 #}"
+    )
     assert "KT303" in codes(ws.check(other).findings)
 
 
@@ -306,8 +325,7 @@ def test_kt002_wrong_type(ws: Workspace) -> None:
 def test_kt002_unknown_dtype_in_inline_table(ws: Workspace) -> None:
     ws.write("t.cu.jinja", GOOD)
     result = ws.config(
-        '[instances.a]\ntemplate = "t.cu.jinja"\n'
-        'tensors.X = { shape = [4, 4], dtype = "bf61" }\n'
+        '[instances.a]\ntemplate = "t.cu.jinja"\ntensors.X = { shape = [4, 4], dtype = "bf61" }\n'
     )
     f = only(result.findings, "KT002")
     assert f.range.start.line == 2
@@ -331,10 +349,7 @@ def test_kt004_missing_template(ws: Workspace) -> None:
 
 def test_kt005_unknown_op_with_suggestion(ws: Workspace) -> None:
     op = "cutlass_tensorop_bf16_s16816gemm_bf16_128x256_64x3_tn_align9"
-    text = GOOD
-    result = ws.check(text, extra=f'arch = "80"\nop = "{op}"')
-    f = only(result.findings + [], "KT005") if False else None
-    instances = ws.instance(text, extra=f'arch = "80"\nop = "{op}"')
+    instances = ws.instance(GOOD, extra=f'arch = "80"\nop = "{op}"')
     rendered = render(instances.instances["i"])
     assert [x.code for x in rendered.findings] == ["KT005"]
     assert rendered.findings[0].site is not None
@@ -342,18 +357,13 @@ def test_kt005_unknown_op_with_suggestion(ws: Workspace) -> None:
     assert "did you mean 'cutlass_tensorop_bf16_s16816gemm_bf16_128x256_64x3_tn_align8'" in (
         rendered.findings[0].message
     )
-    assert f is None and result is not None
 
 
 def test_kt006_no_instances(ws: Workspace) -> None:
-    result = ws.config("[defaults]\narch = \"80\"\n")
+    result = ws.config('[defaults]\narch = "80"\n')
     assert only(result.findings, "KT006").severity == Severity.WARNING
 
 
 @pytest.mark.parametrize("code", sorted(RULES))
 def test_rule_codes_are_stable_format(code: str) -> None:
     assert len(code) == 5 and code[2:].isdigit()
-
-
-def test_paths_are_files(tmp_path: Path) -> None:
-    assert tmp_path.is_dir()

@@ -1,7 +1,8 @@
 """Source maps: for every rendered line, the template file and line that produced it.
 
 Jinja has no source maps. kls plants an invisible marker at the start of every template data
-chunk and after every newline inside one, *after* Jinja's lexer has applied whitespace control
+chunk, before every `{{`, and after every newline inside a chunk, *after* Jinja's lexer has
+applied whitespace control
 (`{%-`, `-%}`), so markers never change what is stripped. Expression output (`{{ ... }}`) carries
 no markers and inherits the line of the text before it: the line of the expression. Sub-templates
 plant markers with their own file id, so their lines map home through the main output.
@@ -18,6 +19,7 @@ from jinja2.lexer import Token, TokenStream
 
 MARK_OPEN, MARK_CLOSE = "\x1e", "\x1f"
 MARKER = re.compile("\x1e(\\d+):(\\d+)\x1f")
+LEADING_MARKERS = re.compile("(?:\x1e\\d+:\\d+\x1f)+")
 
 
 @dataclass(frozen=True)
@@ -81,10 +83,18 @@ class SourceMapExtension(Extension):
         ids: FileIds | None = getattr(self.environment, "kls_file_ids", None)
         path = stream.filename or stream.name or "<template>"
         for token in stream:
-            if token.type != "data" or ids is None:
+            if ids is None:
                 yield token
-                continue
-            yield Token(token.lineno, "data", mark(token.value, ids.id_of(path), token.lineno - 1))
+            elif token.type == "data":
+                yield Token(
+                    token.lineno, "data", mark(token.value, ids.id_of(path), token.lineno - 1)
+                )
+            elif token.type == "variable_begin":
+                # Expression output starts on the expression's line, even with no text before.
+                yield Token(token.lineno, "data", mark("", ids.id_of(path), token.lineno - 1))
+                yield token
+            else:
+                yield token
 
 
 def mark(text: str, file_id: int, line: int) -> str:
@@ -101,10 +111,12 @@ def strip_markers(marked: str, files: list[str]) -> tuple[str, SourceMap]:
     lines: list[str] = []
     current: Origin | None = None
     for raw in marked.split("\n"):
-        first = MARKER.match(raw)
+        # The last of the markers before any visible text says where the line comes from.
+        leading = LEADING_MARKERS.match(raw)
         line_origin = current
-        if first is not None:
-            line_origin = Origin(files[int(first.group(1))], int(first.group(2)))
+        if leading is not None:
+            fid, line = MARKER.findall(leading.group(0))[-1]
+            line_origin = Origin(files[int(fid)], int(line))
         all_marks = MARKER.findall(raw)
         if all_marks:
             fid, line = all_marks[-1]

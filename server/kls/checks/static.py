@@ -62,7 +62,8 @@ def _helper_findings(call: HelperCall, path: str) -> Iterator[Finding]:
                 yield finding(
                     "KT301",
                     arg.range,
-                    f"{sig.label} has no parameter '{arg.keyword}'{did_you_mean(arg.keyword, names)}",
+                    f"{sig.label} has no parameter "
+                    f"'{arg.keyword}'{did_you_mean(arg.keyword, names)}",
                     path,
                 )
             else:
