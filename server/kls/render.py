@@ -26,6 +26,11 @@ from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding
 from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
 from kls.sourcemap import FileIds, SourceMap, SourceMapExtension, strip_markers
 
+# Process-wide, so compiled template code (which embeds file ids in its markers) can be reused.
+FILE_IDS = FileIds()
+_CODE_CACHE: dict[tuple[str, str, bool], Any] = {}
+_CODE_CACHE_SIZE = 128
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -65,7 +70,7 @@ class KlsEnvironment(SandboxedEnvironment):
             loader=loader,
             autoescape=False,
         )
-        self.kls_file_ids = FileIds()
+        self.kls_file_ids = FILE_IDS
         self.deadline = deadline
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -88,6 +93,7 @@ class _Renderer:
         self.kernel = Kernel(instance.kernel_name, self.recorder)
         self.text_to_path: dict[str, str] = {}
         self.compiled: dict[str, jinja2.Template] = {}
+        self.files: list[str] = []
         self.size = 0
 
     def read(self, path: Path) -> str:
@@ -99,13 +105,27 @@ class _Renderer:
     def compile(self, source: str, path: str) -> jinja2.Template:
         key = f"{path}\0{source}"
         if key not in self.compiled:
-            code = self.env.compile(source, name=path, filename=path)
+            code = self._code(source, path)
             template = self.env.template_class.from_code(
                 self.env, code, self.env.make_globals(None), None
             )
             self.compiled[key] = template
             self.recorder.code_to_template[path] = template
         return self.compiled[key]
+
+    def _code(self, source: str, path: str) -> Any:
+        """Compiled Python code for a template text, shared across renders (compiling is the
+        most expensive step of a warm render)."""
+        mark = bool(self.env.extensions)
+        key = (path, source, mark)
+        code = _CODE_CACHE.get(key)
+        if code is None:
+            code = self.env.compile(source, name=path, filename=path)
+            if len(_CODE_CACHE) >= _CODE_CACHE_SIZE:
+                _CODE_CACHE.pop(next(iter(_CODE_CACHE)))
+            _CODE_CACHE[key] = code
+        self.files.append(path)
+        return code
 
     def generate(self, template: jinja2.Template, context: dict[str, Any]) -> str:
         chunks: list[str] = []
@@ -190,9 +210,10 @@ def render(
             )
         )
     else:
-        result.text, result.source_map = strip_markers(marked, r.env.kls_file_ids.paths)
+        result.text, result.source_map = strip_markers(marked, FILE_IDS.paths)
         result.params = r.kernel.params()
-    result.files = list(r.env.kls_file_ids.paths)
+    mapped = {o.path for o in result.source_map.origins if o} if result.source_map else set()
+    result.files = list(dict.fromkeys([*r.files, *sorted(mapped)]))
     result.seconds = time.monotonic() - r.start
     return result
 

@@ -92,6 +92,7 @@ def _generated(family: str) -> dict[str, Any]:
     return ops
 
 
+@functools.lru_cache(maxsize=4)
 def op_names(family: str) -> list[str]:
     """All GEMM op names of a family, from the disk cache when present."""
     path = cache_dir("cutlass", cutlass_version()) / f"names-{family}.json"
@@ -112,7 +113,7 @@ def resolve_op_name(name: str | None, contains: tuple[str, ...], arch: str) -> s
     if name is not None:
         family = family_of(name)
         known = op_names(family)
-        if name in set(known):
+        if name in _name_set(family):
             if family not in families:
                 raise OpLookupError(f"op '{name}' is an {family} op; it cannot run on arch {arch}")
             return name
@@ -124,6 +125,11 @@ def resolve_op_name(name: str | None, contains: tuple[str, ...], arch: str) -> s
     raise OpLookupError(
         f"no CUTLASS op for arch {arch} contains all of {list(contains)}; loosen op_filter"
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _name_set(family: str) -> frozenset[str]:
+    return frozenset(op_names(family))
 
 
 def _suggest(name: str, known: list[str]) -> str:
@@ -143,6 +149,7 @@ class Layouts:
     d: str
 
 
+@functools.lru_cache(maxsize=256)
 def emit_instance(name: str, layouts: Layouts, swap_xw: bool | None) -> EmittedOp:
     """`instance_definition`/`instance_type` as Inductor's define_gemm_instance makes them."""
     key = json.dumps([name, layouts.a, layouts.b, layouts.c, layouts.d, swap_xw])

@@ -7,6 +7,7 @@ The model is built from Jinja's own lexer (tokens with offsets, see `tokens.py`)
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,8 +175,10 @@ def make_environment() -> jinja2.Environment:
 _ENV = make_environment()
 
 
-def parse_template(source: str, env: jinja2.Environment | None = None) -> TemplateModel:
-    env = env or _ENV
+@functools.lru_cache(maxsize=64)
+def parse_template(source: str) -> TemplateModel:
+    """The model of a template text (cached by text: treat the result as read-only)."""
+    env = _ENV
     lexed = tokenize(env, source)
     model = TemplateModel(source, lexed.index, lexed.tokens, None)
     _collect(model, lexed)

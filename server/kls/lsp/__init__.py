@@ -1,0 +1,1 @@
+"""The language server: a thin adapter that schedules pipeline stages and speaks LSP."""
