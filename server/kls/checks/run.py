@@ -125,8 +125,19 @@ def check_file(
     # exact range and wins.
     seen_static = {(f.code, f.range.start.line) for f in static}
     runtime = [f for f in dedupe(runtime) if (f.code, f.range.start.line) not in seen_static]
-    result.findings = apply_noqa(static + runtime, cache)
+    result.findings = apply_noqa(drop_consequences(static + runtime), cache)
     return result
+
+
+def drop_consequences(findings: list[Finding]) -> list[Finding]:
+    """A rendered-syntax error on a line that already has another error is its consequence
+    (e.g. a missing `.getvalue()` prints an object repr): report the cause only."""
+    caused = {
+        (f.path, f.range.start.line)
+        for f in findings
+        if f.code != "KT501" and f.severity == Severity.ERROR
+    }
+    return [f for f in findings if f.code != "KT501" or (f.path, f.range.start.line) not in caused]
 
 
 def dedupe(findings: Iterable[Finding]) -> list[Finding]:

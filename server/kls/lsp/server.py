@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
@@ -49,6 +50,8 @@ class KlsServer:
         return Path(to_fs_path(uri) or uri).resolve()
 
     def text(self, uri: str) -> str:
+        if uri not in self.docs:
+            raise JsonRpcInvalidParams(f"kls: {uri} is not open; send textDocument/didOpen first")
         return self.ls.workspace.get_text_document(uri).source
 
     def instances(self, path: Path) -> InstanceSet | None:
@@ -105,6 +108,12 @@ class KlsServer:
                 uri=uri, version=version, diagnostics=[to_diagnostic(f) for f in result.findings]
             )
         )
+
+    def refresh_lenses(self) -> None:
+        workspace = self.ls.client_capabilities.workspace
+        lens = workspace.code_lens if workspace else None
+        if lens is not None and lens.refresh_support:
+            self.ls.workspace_code_lens_refresh(None)
 
     def render_active(self, path: Path) -> RenderResult | None:
         spec = self.active_instance(path)
@@ -189,6 +198,8 @@ def create_server() -> LanguageServer:
 
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def symbols(params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+        if params.text_document.uri not in k.docs:
+            return []
         return features.symbols(parse_template(k.text(params.text_document.uri)))
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
@@ -215,21 +226,25 @@ def create_server() -> LanguageServer:
     @ls.feature(PREVIEW_REQUEST)
     async def preview_request(params: Any) -> dict[str, Any]:
         uri = _get(params, "uri")
+        if not isinstance(uri, str):
+            raise JsonRpcInvalidParams("kls/preview needs {uri: string, instance?: string}")
         return await preview(uri, _get(params, "instance"))
 
     @ls.command("kls.preview")
-    async def preview_command(uri: str, instance: str | None = None) -> dict[str, Any]:
+    async def preview_command(*args: Any) -> dict[str, Any]:
+        uri, instance = _command_args(args, "kls.preview")
         return await preview(uri, instance)
 
     @ls.command("kls.selectInstance")
-    def select_instance(uri: str, name: str | None = None) -> dict[str, Any]:
+    def select_instance(*args: Any) -> dict[str, Any]:
+        uri, name = _command_args(args, "kls.selectInstance")
         path = k.path(uri)
         names = [s.name for s in k.instances_of(path)]
         if name is not None:
             if name not in names:
                 return {"ok": False, "instances": names, "error": f"no instance '{name}'"}
             k.active[str(path)] = name
-            ls.workspace_code_lens_refresh(None)
+            k.refresh_lenses()
         return {
             "ok": True,
             "active": k.active.get(str(path), names[0] if names else None),
@@ -245,6 +260,16 @@ def create_server() -> LanguageServer:
         return {"ok": False, "error": "benchmark is not available in this version of kls yet"}
 
     return ls
+
+
+def _command_args(args: tuple[Any, ...], command: str) -> tuple[str, str | None]:
+    """Commands take [uri] or [uri, name]; anything else is the client's mistake."""
+    if not args or not isinstance(args[0], str) or len(args) > 2:
+        raise JsonRpcInvalidParams(f"{command} takes arguments [uri, instance?]")
+    name = args[1] if len(args) == 2 else None
+    if name is not None and not isinstance(name, str):
+        raise JsonRpcInvalidParams(f"{command}: the instance name must be a string")
+    return args[0], name
 
 
 def _get(params: Any, key: str) -> Any:

@@ -1,0 +1,237 @@
+"""End to end over stdio with pytest-lsp, as VS Code and as Neovim (their real capabilities)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+from pytest_lsp import LanguageClient, client_capabilities
+
+from tests.conftest import TEMPLATES
+from tests.lsp_helpers import SERVER, change_doc, open_doc
+
+CLIENTS = ["visual-studio-code", "neovim"]
+
+
+@pytest_lsp.fixture(config=SERVER, params=CLIENTS)
+async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient) -> AsyncIterator[None]:
+    published: list[lsp.PublishDiagnosticsParams] = []
+    lsp_client.published = published  # type: ignore[attr-defined]
+
+    def record(params: lsp.PublishDiagnosticsParams) -> None:
+        published.append(params)
+        lsp_client.diagnostics[params.uri] = params.diagnostics
+
+    # Keep every publish (pytest-lsp keeps only the latest) to check versions never go back.
+    lsp_client.protocol.fm.features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
+    # VS Code answers code-lens refresh requests; pytest-lsp's client does not by default.
+    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
+
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=client_capabilities(request.param))
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    dest = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, dest)
+    return dest
+
+
+async def published_for(client: LanguageClient, uri: str, version: int) -> list[lsp.Diagnostic]:
+    log: list[lsp.PublishDiagnosticsParams] = client.published  # type: ignore[attr-defined]
+    for _ in range(400):
+        for params in log:
+            if params.uri == uri and params.version == version:
+                return list(params.diagnostics)
+        await client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    raise AssertionError("no diagnostics")
+
+
+def field(result: object, key: str) -> object:
+    """A key of a JSON object result (pygls gives dicts for commands, objects for requests)."""
+    return result[key] if isinstance(result, dict) else getattr(result, key)
+
+
+def find(text: str, needle: str) -> tuple[int, int]:
+    at = text.index(needle)
+    return text.count("\n", 0, at), at - (text.rfind("\n", 0, at) + 1)
+
+
+@pytest.mark.asyncio
+async def test_planted_error_has_exact_range(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text().replace("{{kernel.ptr(Y)}}", "{{kernel.ptr(Z)}}")
+    uri = open_doc(client, path, text)
+    diagnostics = await published_for(client, uri, 1)
+    undefined = [d for d in diagnostics if d.code == "KT102"]
+    assert undefined, diagnostics
+    line, col = find(text, "ptr(Z)")
+    assert undefined[0].range.start == lsp.Position(line=line, character=col + 4)
+    assert undefined[0].range.end == lsp.Position(line=line, character=col + 5)
+    assert undefined[0].source == "kls"
+
+
+@pytest.mark.asyncio
+async def test_clean_template_then_fix_clears(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    good = path.read_text()
+    uri = open_doc(
+        client, path, good.replace("{{template.header().getvalue()}}", "{{template.header()}}")
+    )
+    assert [d.code for d in await published_for(client, uri, 1)] == ["KT303"]
+    change_doc(client, uri, 2, good)
+    assert await published_for(client, uri, 2) == []
+
+
+@pytest.mark.asyncio
+async def test_rapid_edits_never_publish_stale(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    good = path.read_text()
+    uri = open_doc(client, path, good)
+    for version in range(2, 30):
+        broken = good.replace("{{kernel.ptr(Y)}}", "{{kernel.ptr(" + "Q" * version + ")}}")
+        change_doc(client, uri, version, broken if version < 29 else good)
+    assert await published_for(client, uri, 29) == []
+    versions = [p.version for p in client.published if p.uri == uri]  # type: ignore[attr-defined]
+    assert versions == sorted(versions), versions
+    assert versions[-1] == 29
+
+
+@pytest.mark.asyncio
+async def test_hover_shows_buffer_and_rendered_text(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text()
+    uri = open_doc(client, path)
+    line, col = find(text, "kernel.ptr(X)")
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=col + 11),
+        )
+    )
+    assert hover is not None
+    value = hover.contents.value  # type: ignore[union-attr]
+    assert "kernel.ptr(node)" in value
+    assert "**X** (softmax_bf16_8192x4096): `bfloat16[8192, 4096]`" in value
+    assert "C parameter #0 (`const bfloat16* X`)" in value
+    assert "```cuda\nX\n```" in value
+
+
+@pytest.mark.asyncio
+async def test_completion_of_helpers_and_buffers(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text() + "{{ kernel. }}\n"
+    uri = open_doc(client, path, text)
+    line = text.count("\n") - 1
+    result = await client.text_document_completion_async(
+        lsp.CompletionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=len("{{ kernel.")),
+        )
+    )
+    assert result is not None
+    labels = {
+        item.label for item in (result.items if isinstance(result, lsp.CompletionList) else result)
+    }
+    assert {"def_kernel", "ptr", "size", "stride", "check_not_null"} <= labels
+    l2, c2 = find(text, "kernel.ptr(X)")
+    result = await client.text_document_completion_async(
+        lsp.CompletionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=l2, character=c2 + 11),
+        )
+    )
+    assert result is not None
+    items = result.items if isinstance(result, lsp.CompletionList) else result
+    assert {"X", "Y"} <= {i.label for i in items}
+
+
+@pytest.mark.asyncio
+async def test_definition_symbols_and_lenses(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text()
+    uri = open_doc(client, path)
+    line, col = find(text, "kernel.ptr(X)")
+    location = await client.text_document_definition_async(
+        lsp.DefinitionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=col + 11),
+        )
+    )
+    assert isinstance(location, lsp.Location)
+    dl, dc = find(text, "inputs=[X]")
+    assert location.range.start == lsp.Position(line=dl, character=dc + 8)
+    symbols = await client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    assert symbols and any("def_kernel" in s.name for s in symbols)
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    assert lenses is not None
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert titles[0] == "Preview (softmax_bf16_8192x4096)"
+    assert all(lens.range.start.line == find(text, "kernel.def_kernel")[0] for lens in lenses)
+
+
+@pytest.mark.asyncio
+async def test_preview_follows_edits_and_instance(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text()
+    uri = open_doc(client, path)
+    first = await client.protocol.send_request_async("kls/preview", {"uri": uri})
+    assert field(first, "instance") == "softmax_bf16_8192x4096"
+    assert "kls_softmax_bf16_8192x4096_rows<256>" in str(field(first, "text"))
+    change_doc(client, uri, 2, text.replace("#include <cfloat>", "#include <cfloat>\n// edited"))
+    second = await client.protocol.send_request_async("kls/preview", {"uri": uri})
+    assert "// edited" in str(field(second, "text"))
+    chosen = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(
+            command="kls.selectInstance", arguments=[uri, "softmax_f32_4096x1024"]
+        )
+    )
+    assert field(chosen, "active") == "softmax_f32_4096x1024"
+    third = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="kls.preview", arguments=[uri])
+    )
+    assert field(third, "instance") == "softmax_f32_4096x1024"
+    assert "const float* X" in str(field(third, "text"))
+
+
+@pytest.mark.asyncio
+async def test_pull_diagnostics(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    uri = open_doc(client, path, path.read_text() + "{% if %}\n")
+    report = await client.text_document_diagnostic_async(
+        lsp.DocumentDiagnosticParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    assert [d.code for d in report.items] == ["KT101"]  # type: ignore[union-attr]
+
+
+@pytest.mark.asyncio
+async def test_unknown_document_is_an_error_not_a_crash(client: LanguageClient) -> None:
+    with pytest.raises(JsonRpcInvalidParams, match="not open"):
+        await client.text_document_hover_async(
+            lsp.HoverParams(
+                text_document=lsp.TextDocumentIdentifier(uri="file:///nowhere/x.cu.jinja"),
+                position=lsp.Position(line=0, character=0),
+            )
+        )
+    with pytest.raises(JsonRpcInvalidParams):
+        await client.protocol.send_request_async("kls/preview", {"nouri": 1})
+    # The server still answers.
+    symbols = await client.text_document_document_symbol_async(
+        lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri="file:///nope"))
+    )
+    assert symbols == []
