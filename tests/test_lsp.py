@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -15,7 +16,18 @@ from pytest_lsp import LanguageClient, client_capabilities
 from tests.conftest import TEMPLATES
 from tests.lsp_helpers import SERVER, change_doc, open_doc
 
-CLIENTS = ["visual-studio-code", "neovim"]
+# VS Code 1.65 and Neovim 0.11 as pytest-lsp records them, and an LSP 3.18 client (VS Code's
+# capabilities plus workspace.textDocumentContent, which no recorded client has yet).
+CLIENTS = ["visual-studio-code", "neovim", "lsp-3.18"]
+
+
+def capabilities(name: str) -> lsp.ClientCapabilities:
+    if name != "lsp-3.18":
+        return client_capabilities(name)
+    caps = client_capabilities("visual-studio-code")
+    assert caps.workspace is not None
+    caps.workspace.text_document_content = lsp.TextDocumentContentClientCapabilities()
+    return caps
 
 
 @pytest_lsp.fixture(config=SERVER, params=CLIENTS)
@@ -32,9 +44,10 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient) -> 
     # VS Code answers code-lens refresh requests; pytest-lsp's client does not by default.
     lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
 
-    await lsp_client.initialize_session(
-        lsp.InitializeParams(capabilities=client_capabilities(request.param))
+    result = await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=capabilities(request.param))
     )
+    lsp_client.init_result = result  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
 
@@ -235,3 +248,42 @@ async def test_unknown_document_is_an_error_not_a_crash(client: LanguageClient) 
         lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri="file:///nope"))
     )
     assert symbols == []
+
+
+@pytest.mark.asyncio
+async def test_text_document_content_preview_and_refresh(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text()
+    uri = open_doc(client, path)
+    await published_for(client, uri, 1)
+    answer = await client.protocol.send_request_async("kls/preview", {"uri": uri})
+    preview = str(field(answer, "uri"))
+    assert preview.startswith("kls-preview:")
+    refreshed: list[str] = []
+    client.protocol.fm.features[lsp.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH] = lambda params: (
+        refreshed.append(params.uri)
+    )
+    content = await client.protocol.send_request_async(
+        lsp.WORKSPACE_TEXT_DOCUMENT_CONTENT, lsp.TextDocumentContentParams(uri=preview)
+    )
+    assert "kls_softmax_bf16_8192x4096_rows<256>" in content.text
+    change_doc(client, uri, 2, text.replace("#include <cfloat>", "#include <cfloat> // v2"))
+    await published_for(client, uri, 2)
+    if client.capabilities.workspace and client.capabilities.workspace.text_document_content:
+        for _ in range(50):
+            if refreshed:
+                break
+            await asyncio.sleep(0.05)
+        assert refreshed == [preview]
+    content = await client.protocol.send_request_async(
+        lsp.WORKSPACE_TEXT_DOCUMENT_CONTENT, lsp.TextDocumentContentParams(uri=preview)
+    )
+    assert "// v2" in content.text
+
+
+@pytest.mark.asyncio
+async def test_server_advertises_text_document_content(client: LanguageClient) -> None:
+    caps = client.init_result.capabilities  # type: ignore[attr-defined]
+    assert list(caps.workspace.text_document_content.schemes) == ["kls-preview"]

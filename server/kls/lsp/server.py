@@ -16,6 +16,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
 from kls import __version__
@@ -23,6 +24,8 @@ from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.lsp import features
 from kls.lsp.convert import from_lsp_position, to_diagnostic
+from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
+from kls.lsp.settings import Settings
 from kls.render import RenderResult, render
 from kls.template.model import parse_template
 
@@ -38,12 +41,26 @@ class DocState:
     result: CheckResult | None = None
 
 
+class KlsProtocol(LanguageServerProtocol):
+    """Adds what pygls 2.1 cannot advertise itself: `workspace.textDocumentContent`."""
+
+    @lsp_method(lsp.INITIALIZE)
+    def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
+        result = yield from super().lsp_initialize(params)
+        workspace = result.capabilities.workspace or lsp.WorkspaceOptions()
+        workspace.text_document_content = lsp.TextDocumentContentOptions(schemes=[SCHEME])
+        result.capabilities.workspace = workspace
+        return result
+
+
 @dataclass
 class KlsServer:
     ls: LanguageServer
     docs: dict[str, DocState] = field(default_factory=dict)
     configs: dict[Path, InstanceSet] = field(default_factory=dict)
     active: dict[str, str] = field(default_factory=dict)  # template path -> instance name
+    settings: Settings = field(default_factory=Settings)
+    previews: set[str] = field(default_factory=set)  # preview URIs a client has opened
 
     # -- state ------------------------------------------------------------------------------
     def path(self, uri: str) -> Path:
@@ -55,8 +72,11 @@ class KlsServer:
         return self.ls.workspace.get_text_document(uri).source
 
     def instances(self, path: Path) -> InstanceSet | None:
-        config = find_config(path)
+        configured = self.settings.instances_file
+        config = Path(configured).expanduser() if configured else find_config(path)
         if config is None:
+            return None
+        if not config.is_file():
             return None
         if config not in self.configs:
             self.configs[config] = load_instances(config)
@@ -68,7 +88,7 @@ class KlsServer:
 
     def active_instance(self, path: Path) -> InstanceSpec | None:
         candidates = self.instances_of(path)
-        wanted = self.active.get(str(path))
+        wanted = self.active.get(str(path), self.settings.active_instance)
         for spec in candidates:
             if spec.name == wanted:
                 return spec
@@ -108,6 +128,40 @@ class KlsServer:
                 uri=uri, version=version, diagnostics=[to_diagnostic(f) for f in result.findings]
             )
         )
+        self.refresh_previews(self.path(uri))
+
+    def supports_content_refresh(self) -> bool:
+        workspace = self.ls.client_capabilities.workspace
+        return workspace is not None and workspace.text_document_content is not None
+
+    def refresh_previews(self, changed: Path) -> None:
+        """Ask the client to re-read open previews of instances that read `changed`."""
+        if not self.supports_content_refresh():
+            return
+        for uri in list(self.previews):
+            parsed = parse_preview_uri(uri)
+            if parsed is None:
+                continue
+            template, _ = parsed
+            names = {s.template.resolve() for s in self.instances_of(changed)}
+            if template.resolve() == changed or template.resolve() in names:
+                self.ls.workspace_text_document_content_refresh(
+                    lsp.TextDocumentContentRefreshParams(uri=uri), None
+                )
+
+    async def pull_settings(self) -> None:
+        workspace = self.ls.client_capabilities.workspace
+        if workspace is None or not workspace.configuration:
+            return
+        try:
+            values = await self.ls.workspace_configuration_async(
+                lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="kls")])
+            )
+        except Exception as exc:  # a client that fails here keeps the defaults
+            log.warning("workspace/configuration failed: %s", exc)
+            return
+        self.settings = Settings.from_client(values[0] if values else None)
+        self.configs.clear()
 
     def refresh_lenses(self) -> None:
         workspace = self.ls.client_capabilities.workspace
@@ -123,8 +177,55 @@ class KlsServer:
 
 
 def create_server() -> LanguageServer:
-    ls = LanguageServer("kls", __version__)
+    ls = LanguageServer("kls", __version__, protocol_cls=KlsProtocol)
     k = KlsServer(ls)
+
+    async def preview(uri: str, instance: str | None = None, select: bool = True) -> dict[str, Any]:
+        """The rendered CUDA of `instance` (or the active one); `select` makes it active."""
+        path = k.path(uri)
+        if instance and select:
+            k.active[str(path)] = instance
+        spec = k.active_instance(path)
+        if instance and not select:
+            spec = next((s for s in k.instances_of(path) if s.name == instance), None)
+        if spec is None:
+            return {
+                "instance": None,
+                "text": None,
+                "uri": None,
+                "error": "no instance declares this template in kls.toml",
+            }
+        result = await asyncio.to_thread(render, spec, k.overrides())
+        error = None if result.ok else "; ".join(f.message for f in result.findings)
+        return {
+            "instance": spec.name,
+            "text": result.text,
+            "error": error,
+            "uri": preview_uri(path, spec.name),
+        }
+
+    @ls.feature(lsp.INITIALIZED)
+    async def initialized(params: lsp.InitializedParams) -> None:
+        await k.pull_settings()
+
+    @ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def configuration_changed(params: lsp.DidChangeConfigurationParams) -> None:
+        await k.pull_settings()
+        for uri, state in list(k.docs.items()):
+            k.schedule(uri, state.version)
+
+    @ls.feature(lsp.WORKSPACE_TEXT_DOCUMENT_CONTENT)
+    async def document_content(
+        params: lsp.TextDocumentContentParams,
+    ) -> lsp.TextDocumentContentResult:
+        parsed = parse_preview_uri(params.uri)
+        if parsed is None:
+            raise JsonRpcInvalidParams(f"kls serves only {SCHEME}: documents")
+        template, instance = parsed
+        k.previews.add(params.uri)
+        answer = await preview(template.as_uri(), instance, select=False)
+        text = answer["text"] if answer["text"] is not None else f"// {answer['error']}\n"
+        return lsp.TextDocumentContentResult(text=text)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(params: lsp.DidOpenTextDocumentParams) -> None:
@@ -207,21 +308,6 @@ def create_server() -> LanguageServer:
         uri = params.text_document.uri
         spec = k.active_instance(k.path(uri))
         return features.code_lenses(parse_template(k.text(uri)), uri, spec.name if spec else None)
-
-    async def preview(uri: str, instance: str | None = None) -> dict[str, Any]:
-        path = k.path(uri)
-        if instance:
-            k.active[str(path)] = instance
-        spec = k.active_instance(path)
-        if spec is None:
-            return {
-                "instance": None,
-                "text": None,
-                "error": "no instance declares this template in kls.toml",
-            }
-        result = await asyncio.to_thread(render, spec, k.overrides())
-        error = None if result.ok else "; ".join(f.message for f in result.findings)
-        return {"instance": spec.name, "text": result.text, "error": error}
 
     @ls.feature(PREVIEW_REQUEST)
     async def preview_request(params: Any) -> dict[str, Any]:

@@ -1,0 +1,36 @@
+"""Client settings (`workspace/configuration`, section "kls")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class Settings:
+    instances_file: str | None = None  # a kls.toml to use instead of the nearest one
+    active_instance: str | None = None  # default active instance for every template
+    nvcc_path: str = "nvcc"
+    arch: str | None = None  # override the instances' arch for compiles
+    compile_on_save: bool = True
+    cutlass_include: str | None = None
+
+    @staticmethod
+    def from_client(raw: Any) -> Settings:
+        """Read what the client sent; wrong types fall back to defaults (never raise)."""
+        if not isinstance(raw, dict):
+            return Settings()
+
+        def text(key: str) -> str | None:
+            value = raw.get(key)
+            return value if isinstance(value, str) and value else None
+
+        compile_on_save = raw.get("compileOnSave", True)
+        return Settings(
+            instances_file=text("instancesFile"),
+            active_instance=text("activeInstance"),
+            nvcc_path=text("nvccPath") or "nvcc",
+            arch=text("arch"),
+            compile_on_save=compile_on_save if isinstance(compile_on_save, bool) else True,
+            cutlass_include=text("cutlassInclude"),
+        )
