@@ -287,3 +287,17 @@ async def test_text_document_content_preview_and_refresh(
 async def test_server_advertises_text_document_content(client: LanguageClient) -> None:
     caps = client.init_result.capabilities  # type: ignore[attr-defined]
     assert list(caps.workspace.text_document_content.schemes) == ["kls-preview"]
+
+
+@pytest.mark.asyncio
+async def test_settings_choose_the_active_instance(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    uri = open_doc(client, path)
+    client.set_configuration({"activeInstance": "softmax_f32_4096x1024"}, section="kls")
+    client.workspace_did_change_configuration(lsp.DidChangeConfigurationParams(settings=None))
+    for _ in range(100):
+        answer = await client.protocol.send_request_async("kls/preview", {"uri": uri})
+        if field(answer, "instance") == "softmax_f32_4096x1024":
+            break
+        await asyncio.sleep(0.05)
+    assert field(answer, "instance") == "softmax_f32_4096x1024"

@@ -49,11 +49,13 @@ def _buffer_text(name: str, result: RenderResult) -> str:
     if spec is None:
         return f"`{name}` is None for instance `{result.instance.name}`"
     params = [p.buffer for p in result.params]
-    where = (
-        f"C parameter #{params.index(name)} (`{result.params[params.index(name)].declaration()}`)"
-        if name in params
-        else "no C parameter (not declared in def_kernel)"
-    )
+    if not result.ok:
+        where = "C parameter unknown: this instance does not render (see the diagnostics)"
+    elif name in params:
+        index = params.index(name)
+        where = f"C parameter #{index} (`{result.params[index].declaration()}`)"
+    else:
+        where = "no C parameter (not declared in def_kernel)"
     shape = ", ".join(str(s) for s in spec.shape)
     stride = ", ".join(str(s) for s in spec.stride)
     return (
