@@ -18,6 +18,7 @@ from kls.template.model import HelperCall, TemplateModel
 
 WORKSPACE_QUERY = re.compile(r"if\s*\(\s*(workspace_size\s*(!=\s*(nullptr|NULL|0))?)\s*\)")
 NULL_CHECK = re.compile(r"if\s*\(\s*!\s*\w+\s*\)|throw std::runtime_error\(\"input ")
+BRACES = re.compile(r"[{}]")
 LAUNCH = re.compile(r"<<<|\bgemm_op\s*\(\s*stream|\.initialize\s*\(|\.run\s*\(|cudaLaunchKernel")
 
 
@@ -192,14 +193,10 @@ def _function_body(text: str, after: int) -> tuple[int, int] | None:
     if open_at < 0:
         return None
     depth = 0
-    for i in range(open_at, len(text)):
-        ch = text[i]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return open_at, i
+    for brace in BRACES.finditer(text, open_at):
+        depth += 1 if brace.group() == "{" else -1
+        if depth == 0:
+            return open_at, brace.start()
     return open_at, len(text)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +23,7 @@ MAX_TEMPLATE_BYTES = 10 * 1024 * 1024
 class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     renders: dict[str, RenderResult] = field(default_factory=dict)
+    cancelled: bool = False
 
     @property
     def errors(self) -> int:
@@ -100,8 +101,11 @@ def check_file(
     text: str | None = None,
     instances: InstanceSet | None = None,
     cache: ModelCache | None = None,
+    only: set[str] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> CheckResult:
-    """Findings located in `path`, from its static checks and every instance that reads it."""
+    """Findings located in `path`, from its static checks and every instance that reads it
+    (or only the instances named in `only`)."""
     path = path.resolve()
     result = CheckResult()
     if text is None:
@@ -118,6 +122,11 @@ def check_file(
     runtime: list[Finding] = []
     if model.syntax_error is None and instances is not None:
         for instance in instances.depends_on(path):
+            if only is not None and instance.name not in only:
+                continue
+            if cancelled is not None and cancelled():
+                result.cancelled = True
+                return result
             rendered, findings = check_instance(instance, cache)
             result.renders[instance.name] = rendered
             runtime.extend(f for f in findings if f.path == str(path))

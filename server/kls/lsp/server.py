@@ -1,8 +1,9 @@
 """`kls serve`: the pygls 2 language server.
 
-Checks run in a worker thread (never on the event loop), debounced per document; a result is
-published only if the document has not changed since the check started, so an older result never
-replaces a newer one.
+Checks run in a worker thread, never on the event loop. Edits are coalesced per document: an
+edit starts a check at once if none is running; edits that arrive during a check make it run
+again on the newest text when it ends. A result is published only if the document did not change
+while it was computed, so an older result never replaces a newer one.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from kls.render import RenderResult, render
 from kls.template.model import parse_template
 
 log = logging.getLogger(__name__)
-DEBOUNCE_S = 0.03
 PREVIEW_REQUEST = "kls/preview"
 
 
@@ -98,37 +98,65 @@ class KlsServer:
         return {self.path(uri): self.text(uri) for uri in self.docs}
 
     # -- checking ---------------------------------------------------------------------------
-    def check_now(self, uri: str) -> CheckResult:
+    def check_now(self, uri: str, text: str | None = None) -> CheckResult:
         path = self.path(uri)
-        return check_file(path, self.text(uri), self.instances(path), ModelCache(self.overrides()))
+        text = self.text(uri) if text is None else text
+        return check_file(path, text, self.instances(path), ModelCache(self.overrides()))
 
     def schedule(self, uri: str, version: int) -> None:
+        """Check now if no check of this document runs; else the running one re-checks the
+        newest version when it ends. No timer delay, no stale publish, one check at a time."""
         state = self.docs.setdefault(uri, DocState())
         state.version = version
-        if state.task is not None:
-            state.task.cancel()
-        state.task = asyncio.get_running_loop().create_task(self._check_later(uri, version))
+        if state.task is None or state.task.done():
+            state.task = asyncio.get_running_loop().create_task(self._check_loop(uri))
 
-    async def _check_later(self, uri: str, version: int) -> None:
-        await asyncio.sleep(DEBOUNCE_S)
-        try:
-            result = await asyncio.to_thread(self.check_now, uri)
-        except Exception as exc:  # a bug in a check must not take the server down
-            log.exception("check failed")
-            self.ls.window_log_message(
-                lsp.LogMessageParams(type=lsp.MessageType.Error, message=f"kls check failed: {exc}")
-            )
-            return
-        state = self.docs.get(uri)
-        if state is None or state.version != version:
-            return  # superseded: a newer check will publish
-        state.result = result
-        self.ls.text_document_publish_diagnostics(
-            lsp.PublishDiagnosticsParams(
-                uri=uri, version=version, diagnostics=[to_diagnostic(f) for f in result.findings]
-            )
-        )
-        self.refresh_previews(self.path(uri))
+    async def _check_loop(self, uri: str) -> None:
+        """Publish static checks + the active instance first (the interactive path), then
+        every instance, unless a newer edit arrived meanwhile."""
+        while (state := self.docs.get(uri)) is not None:
+            version = state.version
+            text, overrides, path = self.text(uri), self.overrides(), self.path(uri)
+            instances = self.instances(path)
+            active = self.active_instance(path)
+            phases: list[set[str] | None] = [None]
+            if active is not None and len(self.instances_of(path)) > 1:
+                phases = [{active.name}, None]
+
+            def superseded(version: int = version) -> bool:
+                current = self.docs.get(uri)
+                return current is None or current.version != version
+
+            for only in phases:
+                try:
+                    result = await asyncio.to_thread(
+                        check_file, path, text, instances, ModelCache(overrides), only, superseded
+                    )
+                except Exception as exc:  # a bug in a check must not take the server down
+                    log.exception("check failed")
+                    self.ls.window_log_message(
+                        lsp.LogMessageParams(
+                            type=lsp.MessageType.Error, message=f"kls check failed: {exc}"
+                        )
+                    )
+                    return
+                state = self.docs.get(uri)
+                if state is None:
+                    return  # closed meanwhile
+                if state.version != version:
+                    break  # superseded while running: check the newest text instead
+                state.result = result
+                self.ls.text_document_publish_diagnostics(
+                    lsp.PublishDiagnosticsParams(
+                        uri=uri,
+                        version=version,
+                        diagnostics=[to_diagnostic(f) for f in result.findings],
+                    )
+                )
+                if only is not None:
+                    self.refresh_previews(path)
+            else:
+                return
 
     def supports_content_refresh(self) -> bool:
         workspace = self.ls.client_capabilities.workspace

@@ -1,0 +1,158 @@
+"""Drive `kls serve` over stdio and measure what an editor user feels.
+
+- start -> first diagnostics for the largest shipped template (new server process each run);
+- didChange -> publishDiagnostics latency over 500 edits (one edit at a time, waiting for its
+  publish), p50/p99;
+- preview refresh: didChange, then `kls/preview` until it returns the edited text.
+
+Usage: .venv/bin/python benchmarks/lsp_latency.py [--edits 500] [--starts 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from lsprotocol import types as lsp
+from pygls.lsp.client import LanguageClient
+
+ROOT = Path(__file__).resolve().parent.parent
+TEMPLATE = ROOT / "templates" / "cutlass3x_gemm.cu.jinja"
+
+
+class Client:
+    def __init__(self) -> None:
+        self.client = LanguageClient("kls-bench", "1")
+        self.published: dict[int, float] = {}
+        self.event = asyncio.Event()
+
+        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+        def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
+            if params.version is not None:
+                self.published.setdefault(params.version, time.perf_counter())
+            self.event.set()
+
+    async def start(self) -> None:
+        await self.client.start_io(sys.executable, "-m", "kls.cli", "serve")
+        await self.client.initialize_async(
+            lsp.InitializeParams(capabilities=lsp.ClientCapabilities())
+        )
+        self.client.initialized(lsp.InitializedParams())
+
+    async def wait_version(self, version: int, timeout: float = 30) -> float:
+        deadline = time.perf_counter() + timeout
+        while version not in self.published:
+            self.event.clear()
+            if version in self.published:
+                break
+            await asyncio.wait_for(self.event.wait(), max(deadline - time.perf_counter(), 0.01))
+        return self.published[version]
+
+    def open(self, text: str) -> None:
+        self.client.text_document_did_open(
+            lsp.DidOpenTextDocumentParams(
+                text_document=lsp.TextDocumentItem(
+                    uri=TEMPLATE.as_uri(), language_id="cuda-jinja", version=1, text=text
+                )
+            )
+        )
+
+    def change(self, version: int, line: int, old: str, new: str) -> None:
+        rng = lsp.Range(
+            start=lsp.Position(line=line, character=0),
+            end=lsp.Position(line=line, character=len(old)),
+        )
+        self.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(
+                    uri=TEMPLATE.as_uri(), version=version
+                ),
+                content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
+            )
+        )
+
+    async def stop(self) -> None:
+        await self.client.shutdown_async(None)
+        self.client.exit(None)
+        await self.client.stop()
+
+
+async def start_to_first_diagnostics() -> float:
+    t0 = time.perf_counter()
+    c = Client()
+    await c.start()
+    c.open(TEMPLATE.read_text())
+    t1 = await c.wait_version(1, timeout=60)
+    await c.stop()
+    return t1 - t0
+
+
+async def edit_latencies(edits: int) -> tuple[list[float], list[float]]:
+    c = Client()
+    await c.start()
+    lines = TEMPLATE.read_text().split("\n")
+    c.open("\n".join(lines))
+    await c.wait_version(1, timeout=60)
+    # Edit a comment line back and forth: every edit changes the text and is re-checked.
+    line = next(i for i, s in enumerate(lines) if s.startswith("// Otherwise"))
+    original = lines[line]
+    latencies = []
+    current = original
+    for version in range(2, edits + 2):
+        new = original + f" {version}" if version % 2 else original
+        sent = time.perf_counter()
+        c.change(version, line, current, new)
+        current = new
+        latencies.append(await c.wait_version(version) - sent)
+    previews = []
+    for version in range(edits + 2, edits + 22):
+        new = original + f" preview{version}"
+        sent = time.perf_counter()
+        c.change(version, line, current, new)
+        current = new
+        while True:
+            answer = await c.client.protocol.send_request_async(
+                "kls/preview", {"uri": TEMPLATE.as_uri()}
+            )
+            if f"preview{version}" in answer.text:
+                break
+        previews.append(time.perf_counter() - sent)
+    await c.stop()
+    return latencies, previews
+
+
+def summary(name: str, samples: list[float]) -> str:
+    ms = sorted(s * 1000 for s in samples)
+    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+    return (
+        f"| {name} | {len(ms)} | {statistics.median(ms):.1f} ms | {p99:.1f} ms | "
+        f"{ms[0]:.1f}–{ms[-1]:.1f} ms |"
+    )
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--edits", type=int, default=500)
+    parser.add_argument("--starts", type=int, default=5)
+    args = parser.parse_args()
+    print(
+        f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+    )
+    starts = [await start_to_first_diagnostics() for _ in range(args.starts)]
+    latencies, previews = await edit_latencies(args.edits)
+    print("| what | n | median | p99 | min–max |")
+    print("|---|---|---|---|---|")
+    print(summary("start → first diagnostics (cutlass3x_gemm, 4 instances)", starts))
+    print(summary("didChange → publishDiagnostics", latencies))
+    print(summary("didChange → preview shows the edit", previews))
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
