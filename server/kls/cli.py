@@ -13,7 +13,7 @@ from kls.checks import check_paths
 from kls.checks.catalogue import RULES
 from kls.checks.run import ModelCache, check_instance
 from kls.findings import Finding, Severity
-from kls.instances import InstanceSet, find_config, load_instances
+from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -59,6 +59,23 @@ def _parser() -> argparse.ArgumentParser:
         "--source-map", action="store_true", help="prefix each line with its template line"
     )
     render.set_defaults(func=cmd_render)
+
+    compile_ = sub.add_parser("compile", help="compile one instance with nvcc")
+    compile_.add_argument("template", type=Path)
+    compile_.add_argument("--instance", "-i", required=True)
+    compile_.add_argument("--mode", choices=("check", "build"), default="check")
+    compile_.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    compile_.add_argument("--nvcc", default="nvcc", help="nvcc to run (default: from PATH)")
+    compile_.add_argument("--arch", help="override the instance's arch, e.g. 90a or 80")
+    compile_.add_argument("--opt", default="-O1", help="optimisation level for build mode")
+    compile_.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
+    compile_.add_argument("--output", "-o", type=Path, help="copy the built library here")
+    compile_.add_argument("--log", action="store_true", help="print nvcc's full output")
+    compile_.set_defaults(func=cmd_compile)
+
+    cache = sub.add_parser("cache", help="the compile cache")
+    cache.add_argument("action", choices=("info", "clear"))
+    cache.set_defaults(func=cmd_cache)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
     rules.set_defaults(func=cmd_rules)
@@ -112,6 +129,21 @@ def _print_config_problems(instances: InstanceSet) -> None:
         print(f.format_line(), file=sys.stderr)
 
 
+def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> InstanceSpec | None:
+    spec = instances.instances.get(args.instance)
+    if spec is None:
+        from kls.suggest import did_you_mean
+
+        _print_config_problems(instances)
+        hint = did_you_mean(args.instance, instances.instances)
+        known = ", ".join(sorted(i.name for i in instances.depends_on(args.template)))
+        print(
+            f"kls: no instance '{args.instance}'{hint}; instances of this template: {known}",
+            file=sys.stderr,
+        )
+    return spec
+
+
 def cmd_instances(args: argparse.Namespace) -> int:
     instances, problem = _instances_for(args.template, args.config)
     if instances is None:
@@ -130,17 +162,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     if instances is None:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
-    spec = instances.instances.get(args.instance)
+    spec = _instance_named(instances, args)
     if spec is None:
-        from kls.suggest import did_you_mean
-
-        _print_config_problems(instances)
-        hint = did_you_mean(args.instance, instances.instances)
-        known = ", ".join(sorted(i.name for i in instances.depends_on(args.template)))
-        print(
-            f"kls: no instance '{args.instance}'{hint}; instances of this template: {known}",
-            file=sys.stderr,
-        )
         return EXIT_USAGE
     result, findings = check_instance(spec, ModelCache())
     errors = [f for f in findings if f.severity == Severity.ERROR]
@@ -161,6 +184,49 @@ def cmd_render(args: argparse.Namespace) -> int:
         text = "\n".join(lines)
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
     return EXIT_FINDINGS if errors else EXIT_OK
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from kls.compile import CompileOptions, compile_instance
+    from kls.compile.progress import Spinner
+
+    instances, problem = _instances_for(args.template, args.config)
+    if instances is None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    spec = _instance_named(instances, args)
+    if spec is None:
+        return EXIT_USAGE
+    options = CompileOptions(
+        mode=args.mode, nvcc=args.nvcc, arch=args.arch, opt_level=args.opt, timeout_s=args.timeout
+    )
+    with Spinner(f"kls: {args.mode} {spec.name}") as spinner:
+        result = compile_instance(spec, options, on_nvcc_start=spinner.start_nvcc)
+    for f in result.findings:
+        print(f.format_line())
+    if args.log and result.log:
+        print(result.log, file=sys.stderr)
+    how = "cached" if result.cached else f"{result.seconds:.1f} s"
+    status = "ok" if result.ok else "failed"
+    print(f"kls: {args.mode} of {spec.name} {status} ({how})", file=sys.stderr)
+    if result.ok and args.output and result.artifact:
+        import shutil
+
+        shutil.copyfile(result.artifact, args.output)
+        print(f"kls: wrote {args.output}", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def cmd_cache(args: argparse.Namespace) -> int:
+    from kls.compile.cache import CompileCache
+
+    cache = CompileCache()
+    if args.action == "clear":
+        print(f"kls: removed {cache.clear()} compile cache entries from {cache.root}")
+    else:
+        count, size = cache.info()
+        print(f"{cache.root}\t{count} entries\t{size / 1e6:.1f} MB")
+    return EXIT_OK
 
 
 def cmd_rules(args: argparse.Namespace) -> int:

@@ -62,6 +62,10 @@ RULES: dict[str, Rule] = {
         Rule("KT403", "no-workspace-query", _W, "the entry never answers the workspace-size query"),
         Rule("KT501", "cuda-syntax", _E, "the rendered CUDA does not parse"),
         Rule("KT601", "nvcc-error", _E, "nvcc reported an error"),
+        Rule("KT602", "nvcc-warning", _W, "nvcc reported a warning on a template line"),
+        Rule("KT603", "nvcc-timeout", _E, "nvcc ran past the compile timeout"),
+        Rule("KT604", "nvcc-missing", _E, "nvcc is missing or unusable"),
+        Rule("KT605", "cutlass-missing", _E, "the CUTLASS headers are missing"),
         Rule("KT701", "wrong-result", _E, "the benchmarked kernel computed a wrong result"),
     )
 }

@@ -26,7 +26,6 @@ CUTLASS_HEADER = """\
 #include "cutlass/tensor_ref.h"
 #include "cutlass/util/host_tensor.h"
 #include "cutlass/util/reference/host/tensor_fill.h"
-#include "cutlass/util/reference/device/tensor_fill.h"
 #include "cutlass/util/device_memory.h"
 """
 

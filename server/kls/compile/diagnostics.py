@@ -1,0 +1,155 @@
+"""Parse nvcc's text output and bring each message home to the template line that caused it.
+
+nvcc (cudafe/EDG) writes `file(LINE): error: text`, then the offending source line and a caret,
+and for template instantiations `detected during ... at line N of FILE`. The host compiler
+writes `file:LINE:COL: error: text`. kls compiles the rendered text as written (no #line), so
+lines in the source file are rendered lines and the source map maps them to template lines.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kls.findings import Finding, Related, Severity
+from kls.positions import Position, Range
+from kls.render import RenderResult
+from kls.template.model import parse_template
+
+EDG = re.compile(
+    r"^(?P<file>[^\s(][^()]*)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)"
+    r"(?: #(?P<id>[\w-]+))?(?:-D)?: (?P<msg>.*)$"
+)
+GCC = re.compile(
+    r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?:(?P<col>\d+):)? (?P<sev>fatal error|error|warning)"
+    r": (?P<msg>.*)$"
+)
+AT_LINE = re.compile(r'at line (\d+) of "?([^"\s]+?)"?\s*$')
+ECHO_INDENT = 2
+MAX_MESSAGE = 300
+MAX_FINDINGS = 20
+
+
+@dataclass
+class NvccMessage:
+    file: str
+    line: int  # 1-based, as nvcc prints it
+    severity: str
+    text: str
+    column: int | None = None  # 0-based, from the caret line when there is one
+    sites: list[tuple[str, int]] = field(default_factory=list)  # instantiation chain
+
+    @property
+    def is_error(self) -> bool:
+        return "error" in self.severity
+
+
+def parse_nvcc(log: str) -> list[NvccMessage]:
+    messages: list[NvccMessage] = []
+    lines = log.splitlines()
+    for line in lines:
+        m = EDG.match(line) or GCC.match(line)
+        if m is not None:
+            col = m.groupdict().get("col")
+            messages.append(
+                NvccMessage(
+                    m.group("file"),
+                    int(m.group("line")),
+                    m.group("sev"),
+                    m.group("msg").strip(),
+                    int(col) - 1 if col else None,
+                )
+            )
+            continue
+        if not messages:
+            continue
+        current = messages[-1]
+        at = AT_LINE.search(line)
+        if at is not None:
+            current.sites.append((at.group(2), int(at.group(1))))
+        elif line.strip() == "^" and current.column is None:
+            # nvcc echoes the source line indented by two spaces, then the caret under it.
+            current.column = max(line.index("^") - ECHO_INDENT, 0)
+    return messages
+
+
+def map_messages(
+    messages: list[NvccMessage], source: Path, render: RenderResult, limit: int = MAX_FINDINGS
+) -> list[Finding]:
+    """Findings on template lines; the first error first, duplicates dropped, count capped."""
+    findings: list[Finding] = []
+    seen: set[tuple[str, int, str]] = set()
+    ordered = [m for m in messages if m.is_error] + [m for m in messages if not m.is_error]
+    for msg in ordered:
+        finding = _map_one(msg, source, render)
+        if finding is None:
+            continue
+        key = (finding.path, finding.range.start.line, finding.message)
+        if key in seen:
+            continue
+        seen.add(key)
+        findings.append(finding)
+        if len(findings) >= limit:
+            break
+    return findings
+
+
+def _is_source(file: str, source: Path) -> bool:
+    return file == str(source) or Path(file).name == source.name
+
+
+def _map_one(msg: NvccMessage, source: Path, render: RenderResult) -> Finding | None:
+    if not msg.is_error and not _is_source(msg.file, source):
+        return None  # warnings inside CUTLASS headers are noise for the template author
+    text = msg.text if len(msg.text) <= MAX_MESSAGE else msg.text[:MAX_MESSAGE] + " …"
+    related: tuple[Related, ...] = ()
+    rendered_line: int | None = None
+    column = msg.column
+    if _is_source(msg.file, source):
+        rendered_line = msg.line - 1
+    else:
+        ours = [line for file, line in msg.sites if _is_source(file, source)]
+        if ours:
+            rendered_line = ours[-1] - 1
+            column = None
+        header = Range.of_line(max(msg.line - 1, 0))
+        related = (Related(msg.file, header, f"{msg.severity} reported here"),)
+        text = f"{text} (in {Path(msg.file).name}:{msg.line})"
+    code = "KT601" if msg.is_error else "KT602"
+    severity = Severity.ERROR if msg.is_error else Severity.WARNING
+    origin = (
+        render.source_map.origin(rendered_line)
+        if (render.source_map is not None and rendered_line is not None)
+        else None
+    )
+    if origin is None:
+        path = str(render.instance.template)
+        return Finding(
+            code, severity, Range.of_line(0), f"nvcc: {text}", path, related=related, source="nvcc"
+        )
+    rng = _template_range(render, rendered_line or 0, origin.path, origin.line, column)
+    return Finding(
+        code, severity, rng, f"nvcc: {text}", origin.path, related=related, source="nvcc"
+    )
+
+
+def _template_range(
+    render: RenderResult, rendered_line: int, path: str, line: int, column: int | None
+) -> Range:
+    """The whole template line, or the exact token when the line was copied verbatim."""
+    try:
+        template_text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return Range.of_line(line)
+    model = parse_template(template_text)
+    text = model.index.line_text(line)
+    rendered = (render.text or "").split("\n")
+    same = rendered_line < len(rendered) and rendered[rendered_line] == text
+    if column is not None and same and column < len(text):
+        end = column
+        while end < len(text) and (text[end].isalnum() or text[end] == "_"):
+            end += 1
+        return Range(Position(line, column), Position(line, max(end, column + 1)))
+    indent = len(text) - len(text.lstrip())
+    return Range(Position(line, indent), Position(line, len(text.rstrip())))

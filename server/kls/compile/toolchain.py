@@ -1,0 +1,74 @@
+"""Find nvcc and the CUTLASS headers, and read their versions (they are part of cache keys)."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from kls.cutlass.ops import cutlass_version
+
+
+class ToolchainError(Exception):
+    """nvcc or the CUTLASS headers are missing or unusable; the message says what to do."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    nvcc: str
+    nvcc_version: str
+    cutlass_root: Path
+    cutlass_version: str
+
+    def include_dirs(self) -> list[Path]:
+        root = self.cutlass_root
+        return [root / "include", root / "tools" / "util" / "include"]
+
+
+def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) -> Toolchain:
+    nvcc = shutil.which(nvcc_path) if os.sep not in nvcc_path else nvcc_path
+    if nvcc is None or not Path(nvcc).is_file():
+        raise ToolchainError(
+            "KT604",
+            f"nvcc not found ('{nvcc_path}'): install the CUDA toolkit, put nvcc on PATH, or set "
+            "kls.nvccPath / --nvcc",
+        )
+    version = _nvcc_version(nvcc, Path(nvcc).stat().st_mtime)
+    root = Path(cutlass_include) if cutlass_include else _cutlass_root()
+    if root is None or not (root / "include" / "cutlass" / "cutlass.h").is_file():
+        raise ToolchainError(
+            "KT605",
+            "CUTLASS headers not found: install nvidia-cutlass (pip install nvidia-cutlass) or "
+            "set kls.cutlassInclude to a CUTLASS checkout",
+        )
+    return Toolchain(nvcc, version, root, cutlass_version())
+
+
+def _cutlass_root() -> Path | None:
+    try:
+        import cutlass_library
+    except ImportError:
+        return None
+    return Path(cutlass_library.source_path)
+
+
+@functools.lru_cache(maxsize=8)
+def _nvcc_version(nvcc: str, mtime: float) -> str:
+    try:
+        out = subprocess.run(
+            [nvcc, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolchainError("KT604", f"cannot run '{nvcc} --version': {exc}") from exc
+    match = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
+    if match is None:
+        raise ToolchainError("KT604", f"'{nvcc}' does not look like nvcc: {out.strip()[:200]}")
+    return match.group(2)
