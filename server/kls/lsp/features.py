@@ -172,7 +172,7 @@ def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[ls
         suffix = f" ({instance})" if instance else " (no instance)"
         for title, command in (
             ("Preview" + suffix, "kls.preview"),
-            ("Compile: not available yet", "kls.compile"),
+            ("Compile", "kls.compile"),
             ("Benchmark: not available yet", "kls.benchmark"),
         ):
             lenses.append(

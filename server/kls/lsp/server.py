@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,9 +24,13 @@ from pygls.uris import to_fs_path
 
 from kls import __version__
 from kls.checks.run import CheckResult, ModelCache, check_file
+from kls.compile import CompileOptions, CompileResult, compile_instance
+from kls.compile.run import CompileCancelled
+from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.lsp import features
 from kls.lsp.convert import from_lsp_position, to_diagnostic
+from kls.lsp.jobs import Jobs
 from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
 from kls.lsp.settings import Settings
 from kls.render import RenderResult, render
@@ -61,6 +67,8 @@ class KlsServer:
     active: dict[str, str] = field(default_factory=dict)  # template path -> instance name
     settings: Settings = field(default_factory=Settings)
     previews: set[str] = field(default_factory=set)  # preview URIs a client has opened
+    nvcc: dict[str, list[Finding]] = field(default_factory=dict)  # path -> nvcc findings
+    jobs: Jobs | None = None
 
     # -- state ------------------------------------------------------------------------------
     def path(self, uri: str) -> Path:
@@ -146,17 +154,86 @@ class KlsServer:
                 if state.version != version:
                     break  # superseded while running: check the newest text instead
                 state.result = result
-                self.ls.text_document_publish_diagnostics(
-                    lsp.PublishDiagnosticsParams(
-                        uri=uri,
-                        version=version,
-                        diagnostics=[to_diagnostic(f) for f in result.findings],
-                    )
-                )
+                self.publish(uri)
                 if only is not None:
                     self.refresh_previews(path)
             else:
                 return
+
+    def publish(self, uri: str) -> None:
+        """Publish the kls and nvcc diagnostics of a document together: one never wipes the
+        other."""
+        state = self.docs.get(uri)
+        kls = state.result.findings if state and state.result else []
+        nvcc = self.nvcc.get(str(self.path(uri)), [])
+        self.ls.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(
+                uri=uri,
+                version=state.version if state else None,
+                diagnostics=[to_diagnostic(f) for f in [*kls, *nvcc]],
+            )
+        )
+
+    async def compile(self, uri: str, mode: str) -> dict[str, Any]:
+        """Compile the active instance of `uri` with progress and cancellation; publish
+        nvcc's findings on the template lines they belong to."""
+        path = self.path(uri)
+        spec = self.active_instance(path)
+        if spec is None:
+            return {"ok": False, "error": "no instance declares this template in kls.toml"}
+        options = CompileOptions(
+            mode=mode,
+            nvcc=self.settings.nvcc_path,
+            arch=self.settings.arch,
+            cutlass_include=self.settings.cutlass_include,
+        )
+        overrides = self.overrides()
+
+        def work(cancel: threading.Event, report: Callable[[str], None]) -> CompileResult:
+            report(f"rendering {spec.name}")
+            return compile_instance(
+                spec,
+                options,
+                overrides,
+                cancel,
+                on_nvcc_start=lambda: report(f"nvcc {mode}: {spec.name}"),
+            )
+
+        assert self.jobs is not None
+        try:
+            result = await self.jobs.run(f"compile:{path}", f"kls {mode} {spec.name}", work)
+        except (asyncio.CancelledError, CompileCancelled):
+            return {"ok": False, "cancelled": True, "instance": spec.name}
+        self.set_nvcc_findings(spec, result.findings)
+        return {
+            "ok": result.ok,
+            "instance": spec.name,
+            "mode": mode,
+            "cached": result.cached,
+            "seconds": round(result.seconds, 3),
+            "errors": len(result.errors),
+            "artifact": str(result.artifact) if result.artifact else None,
+            "log": result.log[-20000:],
+        }
+
+    def set_nvcc_findings(self, spec: InstanceSpec, findings: list[Finding]) -> None:
+        files = {
+            str(p.resolve())
+            for p in (spec.template, spec.argument_template, spec.epilogue_template)
+            if p is not None
+        }
+        files |= {f.path for f in findings}
+        for file in files:
+            self.nvcc[file] = [f for f in findings if f.path == file]
+            uri = Path(file).as_uri()
+            if uri in self.docs:
+                self.publish(uri)
+            else:
+                self.ls.text_document_publish_diagnostics(
+                    lsp.PublishDiagnosticsParams(
+                        uri=uri, diagnostics=[to_diagnostic(f) for f in self.nvcc[file]]
+                    )
+                )
 
     def supports_content_refresh(self) -> bool:
         workspace = self.ls.client_capabilities.workspace
@@ -207,6 +284,7 @@ class KlsServer:
 def create_server() -> LanguageServer:
     ls = LanguageServer("kls", __version__, protocol_cls=KlsProtocol)
     k = KlsServer(ls)
+    k.jobs = Jobs(ls)
 
     async def preview(uri: str, instance: str | None = None, select: bool = True) -> dict[str, Any]:
         """The rendered CUDA of `instance` (or the active one); `select` makes it active."""
@@ -264,9 +342,12 @@ def create_server() -> LanguageServer:
         k.schedule(params.text_document.uri, params.text_document.version)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)
-    def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
-        state = k.docs.get(params.text_document.uri)
-        k.schedule(params.text_document.uri, state.version if state else 0)
+    async def did_save(params: lsp.DidSaveTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = k.docs.get(uri)
+        k.schedule(uri, state.version if state else 0)
+        if k.settings.compile_on_save:
+            await k.compile(uri, "check")
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
@@ -286,9 +367,11 @@ def create_server() -> LanguageServer:
     async def pull_diagnostics(
         params: lsp.DocumentDiagnosticParams,
     ) -> lsp.DocumentDiagnosticReport:
-        result = await asyncio.to_thread(k.check_now, params.text_document.uri)
+        uri = params.text_document.uri
+        result = await asyncio.to_thread(k.check_now, uri)
+        nvcc = k.nvcc.get(str(k.path(uri)), [])
         return lsp.RelatedFullDocumentDiagnosticReport(
-            items=[to_diagnostic(f) for f in result.findings]
+            items=[to_diagnostic(f) for f in [*result.findings, *nvcc]]
         )
 
     @ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)
@@ -366,8 +449,13 @@ def create_server() -> LanguageServer:
         }
 
     @ls.command("kls.compile")
-    def compile_command(*args: Any) -> dict[str, Any]:
-        return {"ok": False, "error": "compile is not available in this version of kls yet"}
+    async def compile_command(*args: Any) -> dict[str, Any]:
+        if not args or not isinstance(args[0], str) or len(args) > 2:
+            raise JsonRpcInvalidParams("kls.compile takes arguments [uri, mode?]")
+        mode = args[1] if len(args) == 2 else "check"
+        if mode not in ("check", "build"):
+            raise JsonRpcInvalidParams("kls.compile: mode is 'check' or 'build'")
+        return await k.compile(args[0], mode)
 
     @ls.command("kls.benchmark")
     def benchmark_command(*args: Any) -> dict[str, Any]:

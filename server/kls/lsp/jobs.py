@@ -1,0 +1,105 @@
+"""Long jobs (compile, later benchmark): bounded concurrency, work-done progress, cancellation.
+
+A job runs in a worker thread. It stops when (a) the client cancels its progress token,
+(b) the client cancels the request that started it, or (c) a newer job with the same key
+supersedes it. Each sets the job's `threading.Event`, which the job polls and answers by
+killing its child process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+T = TypeVar("T")
+Report = Callable[[str], None]
+
+
+def default_limit() -> int:
+    """One SM90 CUTLASS build peaks at ~2 GB (DESIGN.md): bound by cores and by memory."""
+    cores = os.cpu_count() or 1
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        by_memory = max(1, int(pages / (2 * 1024**3)))
+    except (ValueError, OSError, AttributeError):
+        by_memory = cores
+    return max(1, min(cores, by_memory))
+
+
+class Jobs:
+    def __init__(self, ls: LanguageServer, limit: int | None = None) -> None:
+        self.ls = ls
+        self.limit = limit or default_limit()
+        self._semaphore: asyncio.Semaphore | None = None
+        self.running: dict[str, threading.Event] = {}
+
+    @property
+    def semaphore(self) -> asyncio.Semaphore:
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.limit)
+        return self._semaphore
+
+    def cancel(self, key: str) -> bool:
+        event = self.running.get(key)
+        if event is not None:
+            event.set()
+        return event is not None
+
+    async def run(self, key: str, title: str, work: Callable[[threading.Event, Report], T]) -> T:
+        """Run `work(cancel, report)` in a thread; raise CancelledError if it was cancelled."""
+        self.cancel(key)  # a newer job supersedes an older one with the same key
+        cancel = threading.Event()
+        self.running[key] = cancel
+        token = await self._begin(title, cancel)
+        loop = asyncio.get_running_loop()
+
+        def report(message: str) -> None:
+            if token is not None:
+                loop.call_soon_threadsafe(
+                    self.ls.work_done_progress.report,
+                    token,
+                    lsp.WorkDoneProgressReport(message=message, cancellable=True),
+                )
+
+        outcome = "done"
+        try:
+            async with self.semaphore:
+                if cancel.is_set():
+                    raise asyncio.CancelledError()
+                return await asyncio.to_thread(work, cancel, report)
+        except asyncio.CancelledError:
+            cancel.set()
+            outcome = "cancelled"
+            raise
+        except BaseException:
+            outcome = "failed"
+            raise
+        finally:
+            if self.running.get(key) is cancel:
+                del self.running[key]
+            if token is not None:
+                self.ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
+
+    async def _begin(self, title: str, cancel: threading.Event) -> str | None:
+        window = self.ls.client_capabilities.window
+        if window is None or not window.work_done_progress:
+            return None
+        token = f"kls-{uuid.uuid4()}"
+        try:
+            await self.ls.work_done_progress.create_async(token)
+        except Exception:  # a client that refuses progress still gets the job done
+            return None
+        self.ls.work_done_progress.begin(
+            token, lsp.WorkDoneProgressBegin(title=title, cancellable=True)
+        )
+        future: Any = self.ls.work_done_progress.tokens.get(token)
+        if future is not None:
+            future.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
+        return token

@@ -1,0 +1,156 @@
+"""Compile through the language server: on save, as a command, with progress and cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+
+from tests.conftest import TEMPLATES
+from tests.lsp_helpers import open_doc
+
+CACHE = tempfile.mkdtemp(prefix="kls-lsp-compile-")
+CONFIG = ClientServerConfig(
+    server_command=[sys.executable, "-m", "kls.cli", "serve"],
+    server_env={**os.environ, "KLS_CACHE_DIR": CACHE},
+)
+
+pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+
+
+@pytest_lsp.fixture(config=CONFIG)
+async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"))
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    dest = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, dest)
+    return dest
+
+
+def save(client: LanguageClient, path: Path, text: str, version: int) -> None:
+    path.write_text(text)
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=path.as_uri(), version=version),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+        )
+    )
+    client.text_document_did_save(
+        lsp.DidSaveTextDocumentParams(text_document=lsp.TextDocumentIdentifier(uri=path.as_uri()))
+    )
+
+
+async def nvcc_diagnostics(client: LanguageClient, uri: str, present: bool) -> list[lsp.Diagnostic]:
+    for _ in range(600):
+        found = [d for d in client.diagnostics.get(uri, []) if d.source == "nvcc"]
+        if bool(found) == present:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"nvcc diagnostics never became {'present' if present else 'absent'}")
+
+
+@pytest.mark.asyncio
+async def test_save_maps_nvcc_error_then_fix_clears(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    good = path.read_text()
+    uri = open_doc(client, path, good)
+    broken = good.replace("const float scale =", "const flaot scale =")
+    save(client, path, broken, 2)
+    found = await nvcc_diagnostics(client, uri, present=True)
+    line = broken[: broken.index("const flaot")].count("\n")
+    assert found[0].range.start.line == line
+    assert found[0].code == "KT601"
+    # An unsaved edit re-runs kls's checks; their diagnostics join nvcc's, not replace them.
+    kls_error = broken.replace("{{template.header().getvalue()}}", "{{template.header()}}")
+    client.text_document_did_change(
+        lsp.DidChangeTextDocumentParams(
+            text_document=lsp.VersionedTextDocumentIdentifier(uri=uri, version=3),
+            content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=kls_error)],
+        )
+    )
+    for _ in range(200):
+        sources = {(d.source, d.code) for d in client.diagnostics.get(uri, [])}
+        if ("kls", "KT303") in sources:
+            break
+        await asyncio.sleep(0.05)
+    assert {("kls", "KT303"), ("nvcc", "KT601")} <= sources
+    save(client, path, good, 4)
+    assert await nvcc_diagnostics(client, uri, present=False) == []
+    for _ in range(200):
+        if not client.diagnostics.get(uri):
+            break
+        await asyncio.sleep(0.05)
+    assert list(client.diagnostics.get(uri, [])) == []
+
+
+@pytest.mark.asyncio
+async def test_compile_command_reports_progress_and_result(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    uri = open_doc(client, path)
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="kls.compile", arguments=[uri, "build"])
+    )
+    assert result["ok"] and result["mode"] == "build"
+    assert Path(result["artifact"]).is_file()
+    reports = [r for rs in client.progress_reports.values() for r in rs]
+    assert any(isinstance(r, lsp.WorkDoneProgressBegin) for r in reports)
+    assert any(isinstance(r, lsp.WorkDoneProgressEnd) for r in reports)
+
+
+@pytest.mark.asyncio
+async def test_cancel_stops_the_command_and_kills_nvcc(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "cutlass2x_gemm.cu.jinja"
+    # A unique comment makes the key new, so nvcc really runs.
+    path.write_text(path.read_text() + f"\n// {os.getpid()} {id(workspace)}\n")
+    uri = open_doc(client, path)
+    task = asyncio.ensure_future(
+        client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="kls.compile", arguments=[uri, "check"])
+        )
+    )
+    token = None
+    for _ in range(400):
+        running = [
+            t
+            for t, rs in client.progress_reports.items()
+            if any(
+                isinstance(r, lsp.WorkDoneProgressReport) and "nvcc" in (r.message or "")
+                for r in rs
+            )
+        ]
+        if running:
+            token = running[-1]
+            break
+        await asyncio.sleep(0.05)
+    assert token is not None
+    await asyncio.sleep(0.5)
+    client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
+    result = await asyncio.wait_for(task, 30)
+    assert result["cancelled"] is True
+    await asyncio.sleep(0.3)
+    leftovers = subprocess.run(["pgrep", "-f", CACHE], capture_output=True, text=True)
+    assert leftovers.stdout.strip() == ""
