@@ -129,7 +129,7 @@ async def edit_latencies(edits: int) -> tuple[list[float], list[float]]:
 
 def summary(name: str, samples: list[float]) -> str:
     ms = sorted(s * 1000 for s in samples)
-    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+    p99 = ms[min(len(ms) - 1, round(0.99 * (len(ms) - 1)))]
     return (
         f"| {name} | {len(ms)} | {statistics.median(ms):.1f} ms | {p99:.1f} ms | "
         f"{ms[0]:.1f}–{ms[-1]:.1f} ms |"
