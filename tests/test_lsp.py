@@ -301,3 +301,24 @@ async def test_settings_choose_the_active_instance(client: LanguageClient, works
             break
         await asyncio.sleep(0.05)
     assert field(answer, "instance") == "softmax_f32_4096x1024"
+
+
+@pytest.mark.asyncio
+async def test_watched_config_change_rechecks(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "softmax.cu.jinja"
+    uri = open_doc(client, path)
+    assert await published_for(client, uri, 1) == []
+    config = workspace / "kls.toml"
+    config.write_text(config.read_text().replace("vars = { BLOCK_SIZE = 256 }\n", ""))
+    client.workspace_did_change_watched_files(
+        lsp.DidChangeWatchedFilesParams(
+            changes=[lsp.FileEvent(uri=config.as_uri(), type=lsp.FileChangeType.Changed)]
+        )
+    )
+    for _ in range(200):
+        codes = [d.code for d in client.diagnostics.get(uri, [])]
+        if codes:
+            break
+        await asyncio.sleep(0.05)
+    assert codes == ["KT102"]
+    assert "BLOCK_SIZE" in client.diagnostics[uri][0].message
