@@ -85,3 +85,31 @@ def find_span(text: str, needle: str, occurrence: int = 0) -> Span:
 
 
 Finder = Callable[[str, str], Span]
+
+
+def gpu_available() -> tuple[bool, str]:
+    """Whether an NVIDIA GPU and driver are usable here (cuInit through cuda-python)."""
+    try:
+        from cuda.bindings import driver
+    except ImportError as exc:
+        return False, f"cuda-python is not importable: {exc}"
+    try:
+        (err,) = driver.cuInit(0)
+    except Exception as exc:
+        return False, f"no NVIDIA driver: {exc}"
+    if err != driver.CUresult.CUDA_SUCCESS:
+        return False, f"cuInit failed: {err}"
+    err, count = driver.cuDeviceGetCount()
+    return (count > 0, "ok") if err == driver.CUresult.CUDA_SUCCESS else (False, str(err))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("gpu") for item in items):
+        return
+    ok, reason = gpu_available()
+    if ok:
+        return
+    skip = pytest.mark.skip(reason=f"needs an NVIDIA GPU: {reason}")
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)

@@ -73,6 +73,16 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--log", action="store_true", help="print nvcc's full output")
     compile_.set_defaults(func=cmd_compile)
 
+    bench = sub.add_parser("bench", help="build, verify and time instances on the local GPU")
+    bench.add_argument("template", type=Path)
+    bench.add_argument("--instance", "-i", action="append", help="repeat; default: all")
+    bench.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    bench.add_argument("--nvcc", default="nvcc")
+    bench.add_argument("--json", action="store_true", help="machine-readable output")
+    bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
+    bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
+    bench.set_defaults(func=cmd_bench)
+
     cache = sub.add_parser("cache", help="the compile cache")
     cache.add_argument("action", choices=("info", "clear"))
     cache.set_defaults(func=cmd_cache)
@@ -215,6 +225,40 @@ def cmd_compile(args: argparse.Namespace) -> int:
         shutil.copyfile(result.artifact, args.output)
         print(f"kls: wrote {args.output}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from kls.bench.run import BenchOptions, benchmark_instance
+    from kls.compile import CompileOptions
+
+    instances, problem = _instances_for(args.template, args.config)
+    if instances is None:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
+    names = args.instance or [s.name for s in instances.depends_on(args.template)]
+    specs = []
+    for name in names:
+        args.instance = name
+        spec = _instance_named(instances, args)
+        if spec is None:
+            return EXIT_USAGE
+        specs.append(spec)
+    options = BenchOptions(
+        compile=CompileOptions(mode="build", nvcc=args.nvcc),
+        baseline=not args.no_baseline,
+        timeout_s=args.timeout,
+    )
+    reports = []
+    for spec in specs:
+        report = benchmark_instance(
+            spec, options, progress=lambda m: print(f"kls: {m} ...", file=sys.stderr, flush=True)
+        )
+        reports.append(report)
+        if not args.json:
+            print(f"{spec.name:32} {report.headline()}", flush=True)
+    if args.json:
+        print(json.dumps([r.to_json() for r in reports], indent=2))
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FINDINGS
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -95,7 +95,12 @@ def compile_instance(
         options.opt_level,
         options.extra_flags,
     )
-    key = compile_key(source_text, neutral[1:], toolchain.nvcc_version, toolchain.cutlass_version)
+    key = compile_key(
+        source_text,
+        _portable(neutral[1:], toolchain),
+        toolchain.nvcc_version,
+        toolchain.cutlass_version,
+    )
     result.key = key
     folder = cache.folder(key)
     with cache.lock(key):
@@ -127,6 +132,13 @@ def compile_instance(
         result.findings.insert(0, _at_entry(instance, "KT601", f"nvcc failed: {first[:300]}"))
     result.seconds = time.monotonic() - started if not result.cached else entry.seconds
     return result
+
+
+def _portable(command: list[str], tc: Toolchain) -> list[str]:
+    """The command without machine-specific paths: the same compile on another machine (same
+    nvcc and CUTLASS versions) has the same key, so a cache can travel."""
+    root = str(tc.cutlass_root)
+    return [arg.replace(root, "<cutlass>") for arg in command]
 
 
 def _run_nvcc(

@@ -24,6 +24,7 @@ from kls.instances.locate import TomlLocator
 from kls.instances.schema import (
     KINDS,
     PROFILES,
+    REFERENCES,
     InstanceSpec,
     OpFilter,
     TensorSpec,
@@ -50,6 +51,7 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "op": str,
     "op_filter": dict,
     "vars": dict,
+    "reference": str,
 }
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}
@@ -215,6 +217,9 @@ class _Reader:
             lambda: self.choice(where("profile"), raw.get("profile", PROFILES[0]), PROFILES),
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
+            lambda: self.choice(
+                where("reference"), raw.get("reference", _default_reference(raw)), REFERENCES
+            ),
         ]
         if not all([check() for check in checks]):
             return None
@@ -243,6 +248,7 @@ class _Reader:
             op=raw.get("op"),
             op_filter=op_filter,
             variables=dict(raw.get("vars", {})),
+            reference=raw.get("reference", _default_reference(raw)),
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
@@ -362,6 +368,10 @@ class _Reader:
 
 def _default_kind(raw: dict[str, Any]) -> str:
     return "cutlass_gemm" if ("op" in raw or "op_filter" in raw) else "cuda"
+
+
+def _default_reference(raw: dict[str, Any]) -> str:
+    return "gemm" if _default_kind(raw) == "cutlass_gemm" else "none"
 
 
 def _int_list(value: Any) -> bool:

@@ -10,6 +10,8 @@ from kls.dtypes import DType
 
 PROFILES = ("inductor-2023", "inductor-2025")
 KINDS = ("cutlass_gemm", "cuda")
+# What a benchmark verifies the output against (see kls.bench.reference).
+REFERENCES = ("gemm", "softmax", "none")
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,7 @@ class InstanceSpec:
     op: str | None = None
     op_filter: OpFilter | None = None
     variables: dict[str, Any] = field(default_factory=dict)
+    reference: str = "none"
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
 

@@ -1,0 +1,151 @@
+"""GPU figures for docs/BENCHMARKS.md, in two steps so GPU time is spent only on running:
+
+prepare (here, with nvcc):   .venv/bin/python benchmarks/gpu_bench.py prepare --out .device [--tune]
+    builds every shipped instance (and the SM90 tuning candidates), copies the libraries and
+    writes the worker jobs to .device/jobs.json;
+run (on the GPU machine):    PYTHONPATH=server python3 benchmarks/gpu_bench.py run --jobs .device/jobs.json --out $OUT
+    for each job: kls's worker (verify, then time), then an independent timing of the same
+    library with triton.testing.do_bench (median, its own cache flush), and cuBLAS through
+    torch (inside kls's worker, timed kls's way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def prepare(out: Path, tune: bool, only: list[str]) -> None:
+    from kls.bench.run import BenchOptions, make_job
+    from kls.compile import CompileOptions, compile_instance
+    from kls.instances import load_instances
+    from kls.render import render
+
+    out.mkdir(parents=True, exist_ok=True)
+    configs = [ROOT / "templates" / "kls.toml"]
+    if tune:
+        configs.append(ROOT / "benchmarks" / "tune_sm90.toml")
+    jobs = []
+    for config in configs:
+        for name, spec in load_instances(config).instances.items():
+            if only and name not in only:
+                continue
+            if spec.reference == "none" or spec.sm < 80:
+                continue
+            started = time.perf_counter()
+            built = compile_instance(spec, CompileOptions(mode="build"))
+            if not built.ok or built.artifact is None:
+                print(f"{name}: build failed\n{built.log[-2000:]}", file=sys.stderr)
+                continue
+            lib = out / f"{name}.so"
+            shutil.copyfile(built.artifact, lib)
+            job = make_job(spec, render(spec), Path(lib.name), BenchOptions())
+            jobs.append({"instance": name, "op": spec.op, "job": job.to_json()})
+            print(
+                f"{name}: built in {time.perf_counter() - started:.1f} s "
+                f"({'cached' if built.cached else 'nvcc'})",
+                flush=True,
+            )
+    (out / "jobs.json").write_text(json.dumps(jobs, indent=1))
+
+
+def do_bench_same_library(job: Any, lib_path: Path) -> dict[str, Any]:
+    """Independent timing: triton.testing.do_bench around the same entry point."""
+    try:
+        import torch
+        from triton.testing import do_bench
+    except ImportError as exc:
+        return {"available": False, "reason": str(exc)}
+    dtypes = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    pointers: dict[str, int] = {}
+    keep = []
+    for name, t in job.tensors.items():
+        if t is None:
+            continue
+        storage = torch.empty(t.storage_elements, dtype=dtypes[t.dtype], device="cuda")
+        storage.uniform_(-1, 1)
+        keep.append(storage)
+        pointers[name] = storage.data_ptr()
+    lib = ctypes.CDLL(str(lib_path))
+    fn = getattr(lib, job.symbol)
+    fn.restype = ctypes.c_int
+    n = len(job.params)
+    fn.argtypes = [ctypes.c_void_p] * n + [
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    stream = torch.cuda.current_stream().cuda_stream
+    size = ctypes.c_size_t(0)
+    assert fn(*([None] * n), ctypes.byref(size), None, stream) == 0
+    workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
+    args = [pointers[p] for p in job.params]
+
+    def launch() -> None:
+        fn(*args, None, workspace.data_ptr() if size.value else None, stream)
+
+    median = do_bench(launch, warmup=1000, rep=2000, return_mode="median")
+    return {
+        "available": True,
+        "median_ms": float(median),
+        "method": "triton.testing.do_bench "
+        "(warmup 1000 ms, rep 2000 ms, median, 256 MB cache clear per call)",
+    }
+
+
+def run(jobs_file: Path, out: Path) -> None:
+    from kls.bench.job import BenchJob
+    from kls.bench.report import build_report
+    from kls.bench.runner import run_worker
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for entry in json.loads(jobs_file.read_text()):
+        job = BenchJob.from_json(entry["job"])
+        job.library = str((jobs_file.parent / job.library).resolve())
+        outcome = run_worker(job, timeout_s=240)
+        row: dict[str, Any] = {"instance": entry["instance"], "op": entry["op"]}
+        if not outcome.ok:
+            row["error"] = outcome.message
+            row["result"] = outcome.result
+            print(f"{entry['instance']}: {outcome.message}", flush=True)
+            rows.append(row)
+            continue
+        report = build_report(entry["instance"], job, outcome.result)
+        row["report"] = report.to_json()
+        row["do_bench"] = do_bench_same_library(job, Path(job.library))
+        rows.append(row)
+        db = row["do_bench"].get("median_ms")
+        agree = f"{(report.median_ms - db) / db * 100:+.2f}%" if db and report.median_ms else "n/a"
+        print(f"{entry['instance']}: {report.headline()} | do_bench {db} ms ({agree})", flush=True)
+        (out / "gpu_bench.json").write_text(json.dumps(rows, indent=1))
+    (out / "gpu_bench.json").write_text(json.dumps(rows, indent=1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="step", required=True)
+    p = sub.add_parser("prepare")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--tune", action="store_true")
+    p.add_argument("--only", default="")
+    r = sub.add_parser("run")
+    r.add_argument("--jobs", type=Path, required=True)
+    r.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    if args.step == "prepare":
+        prepare(args.out, args.tune, [n for n in args.only.split(",") if n])
+    else:
+        run(args.jobs, args.out)
+
+
+if __name__ == "__main__":
+    main()

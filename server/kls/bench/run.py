@@ -1,0 +1,119 @@
+"""`kls bench` / the Benchmark lens: build the instance, run the worker, report, remember."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kls.bench.history import History
+from kls.bench.job import BenchJob, TensorJob, Timing
+from kls.bench.report import BenchReport, build_report
+from kls.bench.runner import run_worker
+from kls.compile import CompileOptions, compile_instance
+from kls.instances import InstanceSpec
+from kls.render import RenderResult, render
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BenchOptions:
+    compile: CompileOptions = field(default_factory=lambda: CompileOptions(mode="build"))
+    timing: Timing = field(default_factory=Timing)
+    baseline: bool = True
+    timeout_s: float = 300.0
+    seed: int = 0
+    worker: list[str] | None = None  # another worker command (tests use stand-ins)
+
+
+def source_hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def make_job(
+    instance: InstanceSpec, rendered: RenderResult, library: Path, options: BenchOptions
+) -> BenchJob:
+    """The worker's job: C parameters in the order def_kernel produced them."""
+    outputs = {p.buffer for p in rendered.params if p.is_output}
+    tensors: dict[str, TensorJob | None] = {}
+    for name, spec in instance.tensors.items():
+        tensors[name] = (
+            None
+            if spec is None
+            else TensorJob(
+                name,
+                list(spec.shape),
+                list(spec.stride),
+                spec.dtype.name,
+                spec.offset,
+                is_output=name in outputs,
+            )
+        )
+    return BenchJob(
+        library=str(library),
+        symbol=instance.kernel_name,
+        params=[p.buffer for p in rendered.params],
+        tensors=tensors,
+        reference=instance.reference,
+        alpha=instance.alpha,
+        beta=instance.beta,
+        seed=options.seed,
+        timing=options.timing,
+        baseline=options.baseline,
+    )
+
+
+def benchmark_instance(
+    instance: InstanceSpec,
+    options: BenchOptions | None = None,
+    overrides: dict[Path, str] | None = None,
+    cancel: threading.Event | None = None,
+    progress: Progress | None = None,
+    history: History | None = None,
+) -> BenchReport:
+    options = options or BenchOptions()
+    say = progress or (lambda _message: None)
+    history = history or History(instance.config_path.parent)
+    previous = history.last(instance.name)
+    say(f"building {instance.name}")
+    built = compile_instance(instance, options.compile, overrides, cancel)
+    if not built.ok or built.artifact is None:
+        first = built.errors[0].format_line() if built.errors else "build failed"
+        return _failed(instance, f"build failed: {first}", history)
+    rendered = render(instance, overrides)
+    if rendered.text is None:
+        return _failed(instance, "the instance does not render", history)
+    if instance.reference == "none":
+        return _failed(
+            instance,
+            'no reference to verify against: set reference = "gemm" or "softmax" in kls.toml',
+            history,
+        )
+    job = make_job(instance, rendered, built.artifact, options)
+    say(f"verifying and timing {instance.name} on the GPU")
+    outcome = run_worker(job, options.timeout_s, options.worker, cancel)
+    if not outcome.ok:
+        report = _failed(instance, outcome.message, history, record=False)
+        report.verification = outcome.result.get("verification", {})
+        report.device = outcome.result.get("device", {})
+    else:
+        report = build_report(instance.name, job, outcome.result)
+    report.source_hash = source_hash(rendered.text)
+    report.timestamp = time.time()
+    report.previous_ms = previous.median_ms if previous else None
+    if outcome.ok or "device" in outcome.result:  # a run that reached a GPU is history
+        history.append(report)
+    return report
+
+
+def _failed(
+    instance: InstanceSpec, message: str, history: History, record: bool = True
+) -> BenchReport:
+    report = BenchReport(instance.name, ok=False, message=message, timestamp=time.time())
+    if record:
+        history.append(report)
+    return report

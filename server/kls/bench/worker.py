@@ -1,0 +1,398 @@
+"""The benchmark worker: a separate process that loads the library, verifies, then times.
+
+Protocol: a BenchJob as JSON on stdin; one JSON object on the last line of stdout, either
+{"ok": true, ...} or {"ok": false, "stage": ..., "error": ...}. A kernel that faults or hangs
+takes only this process down; the parent reports it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from kls.bench import marshal
+from kls.bench.job import BenchJob, TensorJob
+from kls.bench.numerics import STORAGE, supported, uniform_storage
+from kls.bench.reference import HostTensor, verify_gemm, verify_softmax
+from kls.bench.stats import should_stop, summarize
+
+
+class StageError(Exception):
+    def __init__(self, stage: str, message: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+
+
+def main() -> int:
+    try:
+        job = BenchJob.from_json(json.loads(sys.stdin.read()))
+        result = run(job)
+    except StageError as exc:
+        result = {"ok": False, "stage": exc.stage, "error": str(exc)}
+    except Exception as exc:  # report, never a bare traceback to the user
+        result = {
+            "ok": False,
+            "stage": "worker",
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+        }
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+class Cuda:
+    """The few driver calls the harness needs, each checked."""
+
+    def __init__(self) -> None:
+        try:
+            from cuda.bindings import driver
+        except ImportError as exc:
+            raise StageError("driver", f"cuda-python is not installed: {exc}") from exc
+        self.cu = driver
+        try:
+            self.call("cuInit", 0)
+        except StageError as exc:
+            raise StageError(
+                "driver",
+                f"no usable NVIDIA GPU/driver ({exc}); benchmarks need a machine with an NVIDIA "
+                "GPU and its driver",
+            ) from exc
+        self.device = self.call("cuDeviceGet", 0)
+        self.context = self.call("cuDevicePrimaryCtxRetain", self.device)
+        self.call("cuCtxSetCurrent", self.context)
+        self.stream = self.call("cuStreamCreate", 0)
+        self.allocations: list[Any] = []
+
+    def call(self, name: str, *args: Any) -> Any:
+        try:
+            out = getattr(self.cu, name)(*args)
+        except Exception as exc:
+            raise StageError("driver", f"{name} raised {type(exc).__name__}: {exc}") from exc
+        err, rest = out[0], out[1:]
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            _, text = self.cu.cuGetErrorString(err)
+            detail = text.decode() if isinstance(text, bytes) else str(err)
+            raise StageError("driver", f"{name} failed: {detail}")
+        if not rest:
+            return None
+        return rest[0] if len(rest) == 1 else rest
+
+    def device_info(self) -> dict[str, Any]:
+        attr = self.cu.CUdevice_attribute
+        name = self.call("cuDeviceGetName", 256, self.device)
+        return {
+            "name": name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name),
+            "driver": self.call("cuDriverGetVersion"),
+            "sm_count": self.call(
+                "cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, self.device
+            ),
+            "l2_bytes": self.call(
+                "cuDeviceGetAttribute", attr.CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, self.device
+            ),
+        }
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = self.call("cuMemAlloc", max(nbytes, 1))
+        self.allocations.append(ptr)
+        return int(ptr)
+
+    def upload(self, ptr: int, host: np.ndarray) -> None:
+        self.call("cuMemcpyHtoD", ptr, host.ctypes.data, host.nbytes)
+
+    def download(self, ptr: int, host: np.ndarray) -> None:
+        self.call("cuMemcpyDtoH", host.ctypes.data, ptr, host.nbytes)
+
+    def memset(self, ptr: int, value: int, nbytes: int) -> None:
+        self.call("cuMemsetD8Async", ptr, value, nbytes, self.stream)
+
+    def sync(self) -> None:
+        self.call("cuStreamSynchronize", self.stream)
+
+    def event(self) -> Any:
+        return self.call("cuEventCreate", self.cu.CUevent_flags.CU_EVENT_DEFAULT)
+
+    def record(self, event: Any) -> None:
+        self.call("cuEventRecord", event, self.stream)
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        self.call("cuEventSynchronize", end)
+        return float(self.call("cuEventElapsedTime", start, end))
+
+    @property
+    def stream_handle(self) -> int:
+        return int(self.stream)
+
+
+def load_entry(library: str, symbol: str, n_params: int) -> Callable[..., int]:
+    try:
+        lib = ctypes.CDLL(library)
+    except OSError as exc:
+        raise StageError("load", f"cannot load {library}: {exc}") from exc
+    try:
+        fn = getattr(lib, symbol)
+    except AttributeError as exc:
+        raise StageError(
+            "load",
+            f"{library} does not export '{symbol}': is the entry declared PT_EXPORT inside "
+            'extern "C"?',
+        ) from exc
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p] * n_params + [
+        ctypes.POINTER(ctypes.c_size_t),
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    return fn  # type: ignore[no-any-return]
+
+
+def run(job: BenchJob) -> dict[str, Any]:
+    for tensor in job.tensors.values():
+        if tensor is not None and not supported(tensor.dtype):
+            raise StageError("setup", f"dtype {tensor.dtype} is not supported by the harness")
+    cuda = Cuda()
+    info = cuda.device_info()
+    fn = load_entry(job.library, job.symbol, len(job.params))
+    rng = np.random.default_rng(job.seed)
+    host, pointers = upload_tensors(cuda, job, rng)
+    size = ctypes.c_size_t(0)
+    call = marshal.workspace_query(job.params, ctypes.addressof(size), cuda.stream_handle)
+    check_rc(fn(*call.args()), "workspace query")
+    workspace = cuda.alloc(size.value) if size.value else None
+    launch = marshal.launch(job.params, pointers, workspace, cuda.stream_handle)
+
+    out = job.output()
+    poison(cuda, out, pointers)
+    check_rc(fn(*launch.args()), "first run")
+    cuda.sync()
+    verification = verify(cuda, job, host, pointers, rng)
+    result: dict[str, Any] = {
+        "ok": verification.ok,
+        "device": info,
+        "workspace_bytes": size.value,
+        "verification": verification.to_json(),
+    }
+    if not verification.ok:
+        result["stage"] = "verify"
+        result["error"] = describe_failure(verification)
+        return result
+    flush_bytes = 2 * int(info["l2_bytes"])
+    flush = cuda.alloc(flush_bytes) if job.timing.flush_l2 else None
+    samples, clocks = time_kernel(
+        cuda, lambda: check_rc(fn(*launch.args()), "timed run"), job, flush, flush_bytes
+    )
+    result["timing"] = summarize(samples).to_json()
+    result["clocks"] = clocks
+    result["l2_flush_bytes"] = flush_bytes if flush else 0
+    if job.baseline and job.reference == "gemm":
+        result["baseline"] = cublas_baseline(job, host, flush_bytes)
+    return result
+
+
+def check_rc(rc: int, what: str) -> None:
+    if rc != 0:
+        raise StageError("run", f"the entry point returned {rc} on the {what} (0 means success)")
+
+
+def upload_tensors(
+    cuda: Cuda, job: BenchJob, rng: np.random.Generator
+) -> tuple[dict[str, HostTensor], dict[str, int]]:
+    host: dict[str, HostTensor] = {}
+    pointers: dict[str, int] = {}
+    for name, spec in job.tensors.items():
+        if spec is None:
+            continue
+        n = spec.storage_elements
+        storage = (
+            np.empty(n, dtype=STORAGE[spec.dtype])
+            if spec.is_output
+            else uniform_storage(n, spec.dtype, rng)
+        )
+        ptr = cuda.alloc(storage.nbytes)
+        if not spec.is_output:
+            cuda.upload(ptr, storage)
+        host[name] = HostTensor(spec, storage)
+        pointers[name] = ptr
+    return host, pointers
+
+
+def poison(cuda: Cuda, out: TensorJob, pointers: dict[str, int]) -> None:
+    """All-ones bytes are NaN in every float format: an unwritten element cannot pass."""
+    nbytes = out.storage_elements * np.dtype(STORAGE[out.dtype]).itemsize
+    cuda.memset(pointers[out.name], 0xFF, nbytes)
+    cuda.sync()
+
+
+def verify(
+    cuda: Cuda,
+    job: BenchJob,
+    host: dict[str, HostTensor],
+    pointers: dict[str, int],
+    rng: np.random.Generator,
+) -> Any:
+    out = job.output()
+    y = host[out.name]
+    cuda.download(pointers[out.name], y.storage)
+    unwritten = count_unwritten(y)
+    if job.reference == "gemm":
+        x, w, bias = host.get("X"), host.get("W"), host.get("Bias")
+        if x is None or w is None:
+            raise StageError("verify", "a gemm reference needs tensors X and W")
+        return verify_gemm(x, w, bias, y, job.alpha, job.beta, job.samples, rng, unwritten)
+    if job.reference == "softmax":
+        return verify_softmax(host["X"], y, max(job.samples // 16, 8), rng, unwritten)
+    raise StageError("verify", "no reference for this instance: set reference in kls.toml")
+
+
+def count_unwritten(y: HostTensor) -> int:
+    """NaNs at the logical elements of the output (its strides may leave gaps in storage)."""
+    from kls.bench.numerics import to_float64
+
+    idx = (
+        np.indices(y.spec.shape).reshape(len(y.spec.shape), -1).T
+        if np.prod(y.spec.shape) <= 1 << 16
+        else None
+    )
+    if idx is not None:
+        return int(np.count_nonzero(np.isnan(y.gather(idx))))
+    return int(np.count_nonzero(np.isnan(to_float64(y.storage, y.spec.dtype))))
+
+
+def describe_failure(v: Any) -> str:
+    if v.unwritten:
+        return f"{v.unwritten} output element(s) were never written (still NaN poison)"
+    if v.nan_count:
+        return f"{v.nan_count} checked output element(s) are NaN/Inf"
+    return (
+        f"wrong result: max relative error {v.max_error:.3g} > {v.tolerance:g} at Y{v.worst} "
+        f"(got {v.worst_value:.6g}, expected {v.worst_expected:.6g})"
+    )
+
+
+def time_kernel(
+    cuda: Cuda, launch: Callable[[], None], job: BenchJob, flush: int | None, flush_bytes: int
+) -> tuple[list[float], dict[str, Any]]:
+    """Warm up >= warmup_s, then per-launch CUDA events with an L2 flush outside the timed
+    region, until the spread is under target or a cap is reached."""
+    start, end = cuda.event(), cuda.event()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < job.timing.warmup_s:
+        for _ in range(10):
+            if flush:
+                cuda.memset(flush, 0, flush_bytes)
+            launch()
+        cuda.sync()
+    samples: list[float] = []
+    clocks: list[tuple[float, float]] = []
+    nvml = _nvml()
+    t1 = time.monotonic()
+    while not should_stop(samples, time.monotonic() - t1, job.timing):
+        for _ in range(10):
+            if flush:
+                cuda.memset(flush, 0, flush_bytes)
+            cuda.record(start)
+            launch()
+            cuda.record(end)
+            samples.append(cuda.elapsed_ms(start, end))
+        if nvml is not None:
+            clocks.append(nvml())
+    return samples, _clock_summary(clocks)
+
+
+def _nvml() -> Callable[[], tuple[float, float]] | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+    except Exception:
+        return None
+
+    def read() -> tuple[float, float]:
+        sm = pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        power = pynvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
+        return float(sm), float(power)
+
+    return read
+
+
+def _clock_summary(clocks: list[tuple[float, float]]) -> dict[str, Any]:
+    if not clocks:
+        return {}
+    sm = sorted(c[0] for c in clocks)
+    power = sorted(c[1] for c in clocks)
+    return {
+        "sm_clock_mhz": sm[len(sm) // 2],
+        "power_w": power[len(power) // 2],
+        "readings": len(clocks),
+    }
+
+
+def cublas_baseline(job: BenchJob, host: dict[str, HostTensor], flush_bytes: int) -> dict[str, Any]:
+    """The same GEMM through torch (cuBLAS), same data, same timing method; optional."""
+    try:
+        import torch
+    except ImportError:
+        return {"available": False, "reason": "torch is not installed"}
+    try:
+        return _torch_baseline(torch, job, host, flush_bytes)
+    except Exception as exc:  # the baseline is optional: report why it is missing
+        return {"available": False, "reason": f"{type(exc).__name__}: {exc}"}
+
+
+def _as_torch(torch: Any, t: HostTensor) -> Any:
+    dtype = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}[
+        t.spec.dtype
+    ]
+    raw = torch.from_numpy(t.storage.view(np.int16) if t.spec.dtype == "bfloat16" else t.storage)
+    flat = raw.view(dtype) if t.spec.dtype == "bfloat16" else raw
+    return torch.as_strided(flat.cuda(), t.spec.shape, t.spec.stride, t.spec.offset)
+
+
+def _torch_baseline(
+    torch: Any, job: BenchJob, host: dict[str, HostTensor], flush_bytes: int
+) -> dict[str, Any]:
+    x, w = _as_torch(torch, host["X"]), _as_torch(torch, host["W"])
+    bias = host.get("Bias")
+    b = _as_torch(torch, bias) if bias is not None and job.beta != 0 else None
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+
+    def launch() -> None:
+        if b is not None:
+            torch.addmm(b, x, w, beta=job.beta, alpha=job.alpha)
+        else:
+            torch.matmul(x, w)
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < job.timing.warmup_s:
+        for _ in range(10):
+            flush.zero_()
+            launch()
+        torch.cuda.synchronize()
+    samples: list[float] = []
+    t1 = time.monotonic()
+    while not should_stop(samples, time.monotonic() - t1, job.timing):
+        for _ in range(10):
+            flush.zero_()
+            start.record()
+            launch()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end))
+    return {
+        "available": True,
+        "library": f"torch {torch.__version__} (cuBLAS)",
+        "timing": summarize(samples).to_json(),
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())
