@@ -1,9 +1,11 @@
-"""GPU figures for docs/BENCHMARKS.md, in two steps so GPU time is spent only on running:
+"""GPU figures for docs/BENCHMARKS.md, in two steps so GPU time is spent only on running.
 
-prepare (here, with nvcc):   .venv/bin/python benchmarks/gpu_bench.py prepare --out .device [--tune]
+prepare (here, with nvcc):
+    .venv/bin/python benchmarks/gpu_bench.py prepare --out .device [--tune]
     builds every shipped instance (and the SM90 tuning candidates), copies the libraries and
-    writes the worker jobs to .device/jobs.json;
-run (on the GPU machine):    PYTHONPATH=server python3 benchmarks/gpu_bench.py run --jobs .device/jobs.json --out $OUT
+    writes the worker jobs to .device/jobs.json.
+run (on the GPU machine):
+    PYTHONPATH=server python3 benchmarks/gpu_bench.py run --jobs .device/jobs.json --out $OUT
     for each job: kls's worker (verify, then time), then an independent timing of the same
     library with triton.testing.do_bench (median, its own cache flush), and cuBLAS through
     torch (inside kls's worker, timed kls's way).
