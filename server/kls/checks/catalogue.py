@@ -66,7 +66,8 @@ RULES: dict[str, Rule] = {
         Rule("KT603", "nvcc-timeout", _E, "nvcc ran past the compile timeout"),
         Rule("KT604", "nvcc-missing", _E, "nvcc is missing or unusable"),
         Rule("KT605", "cutlass-missing", _E, "the CUTLASS headers are missing"),
-        Rule("KT701", "wrong-result", _E, "the benchmarked kernel computed a wrong result"),
+        Rule("KT700", "benchmark", Severity.INFO, "the last benchmark of the active instance"),
+        Rule("KT701", "benchmark-failed", _E, "the benchmark failed: wrong result, crash, ..."),
     )
 }
 

@@ -4,11 +4,14 @@ and the active instance's render record."""
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types as lsp
 
+from kls.bench.report import BenchReport
 from kls.checks.signatures import BUFFER_HELPERS, HELPERS, helpers_of
+from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.lsp.convert import to_lsp_range
 from kls.positions import Position, Range
@@ -165,15 +168,64 @@ def _symbol(name: str, kind: lsp.SymbolKind, rng: Range, sel: Range | None) -> l
     )
 
 
-def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[lsp.CodeLens]:
+@dataclass(frozen=True)
+class BenchView:
+    report: BenchReport
+    stale: bool
+
+    def title(self) -> str:
+        text = self.report.headline()
+        return f"{text} (stale: the template changed since)" if self.stale else text
+
+
+def bench_finding(view: BenchView, rng: Range, path: str) -> Finding:
+    """The last benchmark as a diagnostic on the def_kernel line (source kls-bench)."""
+    report = view.report
+    if report.ok:
+        severity = Severity.HINT if view.stale else Severity.INFO
+        return Finding(
+            "KT700", severity, rng, view.title(), path, report.instance, source="kls-bench"
+        )
+    return Finding(
+        "KT701",
+        Severity.ERROR,
+        rng,
+        f"benchmark failed: {report.message}",
+        path,
+        report.instance,
+        source="kls-bench",
+    )
+
+
+def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.InlayHint]:
+    if view is None or not view.report.ok:
+        return []
+    hints = []
+    for call in model.calls_to("kernel", "def_kernel"):
+        line = call.range.end.line
+        end = len(model.index.line_text(line))
+        hints.append(
+            lsp.InlayHint(
+                position=lsp.Position(line=line, character=end),
+                label=f" {view.title()}",
+                padding_left=True,
+            )
+        )
+    return hints
+
+
+def code_lenses(
+    model: TemplateModel, uri: str, instance: str | None, bench: BenchView | None = None
+) -> list[lsp.CodeLens]:
     lenses: list[lsp.CodeLens] = []
     for call in model.calls_to("kernel", "def_kernel"):
         rng = to_lsp_range(call.range)
         suffix = f" ({instance})" if instance else " (no instance)"
+        bench_title = f"Benchmark · {bench.title()}" if bench else "Benchmark"
         for title, command in (
             ("Preview" + suffix, "kls.preview"),
             ("Compile", "kls.compile"),
-            ("Benchmark: not available yet", "kls.benchmark"),
+            (bench_title, "kls.benchmark"),
         ):
             lenses.append(
                 lsp.CodeLens(

@@ -23,6 +23,10 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
 from kls import __version__
+from kls.bench.history import History
+from kls.bench.report import BenchReport
+from kls.bench.run import BenchOptions, benchmark_instance, source_hash
+from kls.bench.runner import WorkerCancelled
 from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.compile import CompileOptions, CompileResult, compile_instance
 from kls.compile.run import CompileCancelled
@@ -30,6 +34,7 @@ from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.lsp import features
 from kls.lsp.convert import from_lsp_position, to_diagnostic
+from kls.lsp.features import BenchView, bench_finding
 from kls.lsp.jobs import Jobs
 from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
 from kls.lsp.settings import Settings
@@ -161,18 +166,87 @@ class KlsServer:
                 return
 
     def publish(self, uri: str) -> None:
-        """Publish the kls and nvcc diagnostics of a document together: one never wipes the
-        other."""
+        """Publish the kls, nvcc and kls-bench diagnostics of a document together: one never
+        wipes another."""
         state = self.docs.get(uri)
         kls = state.result.findings if state and state.result else []
         nvcc = self.nvcc.get(str(self.path(uri)), [])
+        bench = self.bench_findings(uri)
         self.ls.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(
                 uri=uri,
                 version=state.version if state else None,
-                diagnostics=[to_diagnostic(f) for f in [*kls, *nvcc]],
+                diagnostics=[to_diagnostic(f) for f in [*kls, *nvcc, *bench]],
             )
         )
+
+    def bench_view(self, uri: str) -> BenchView | None:
+        """The last benchmark of the active instance, and whether the template changed since."""
+        path = self.path(uri)
+        spec = self.active_instance(path)
+        if spec is None:
+            return None
+        report = History(spec.config_path.parent).last(spec.name, ok_only=False)
+        if report is None:
+            return None
+        state = self.docs.get(uri)
+        rendered = state.result.renders.get(spec.name) if state and state.result else None
+        stale = bool(
+            rendered is not None
+            and rendered.text is not None
+            and report.source_hash
+            and source_hash(rendered.text) != report.source_hash
+        )
+        return BenchView(report, stale)
+
+    def bench_findings(self, uri: str) -> list[Finding]:
+        view = self.bench_view(uri)
+        if view is None or uri not in self.docs:
+            return []
+        model = parse_template(self.text(uri))
+        calls = model.calls_to("kernel", "def_kernel")
+        if not calls:
+            return []
+        return [bench_finding(view, calls[0].range, str(self.path(uri)))]
+
+    async def benchmark(self, uri: str) -> dict[str, Any]:
+        path = self.path(uri)
+        spec = self.active_instance(path)
+        if spec is None:
+            return {"ok": False, "error": "no instance declares this template in kls.toml"}
+        options = BenchOptions(
+            compile=CompileOptions(
+                mode="build",
+                nvcc=self.settings.nvcc_path,
+                arch=self.settings.arch,
+                cutlass_include=self.settings.cutlass_include,
+            )
+        )
+        overrides = self.overrides()
+
+        def work(cancel: threading.Event, report: Callable[[str], None]) -> BenchReport:
+            return benchmark_instance(spec, options, overrides, cancel, report)
+
+        assert self.jobs is not None
+        try:
+            result = await self.jobs.run(f"bench:{path}", f"kls benchmark {spec.name}", work)
+        except (asyncio.CancelledError, CompileCancelled, WorkerCancelled):
+            return {"ok": False, "cancelled": True, "instance": spec.name}
+        if uri in self.docs:
+            self.publish(uri)
+        self.refresh_lenses()
+        if not result.ok:
+            self.ls.window_show_message(
+                lsp.ShowMessageParams(
+                    type=lsp.MessageType.Error, message=f"kls benchmark: {result.headline()}"
+                )
+            )
+        return {
+            "ok": result.ok,
+            "instance": spec.name,
+            "headline": result.headline(),
+            "report": result.to_json(),
+        }
 
     async def compile(self, uri: str, mode: str) -> dict[str, Any]:
         """Compile the active instance of `uri` with progress and cancellation; publish
@@ -418,7 +492,9 @@ def create_server() -> LanguageServer:
     def code_lens(params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         uri = params.text_document.uri
         spec = k.active_instance(k.path(uri))
-        return features.code_lenses(parse_template(k.text(uri)), uri, spec.name if spec else None)
+        return features.code_lenses(
+            parse_template(k.text(uri)), uri, spec.name if spec else None, k.bench_view(uri)
+        )
 
     @ls.feature(PREVIEW_REQUEST)
     async def preview_request(params: Any) -> dict[str, Any]:
@@ -458,8 +534,19 @@ def create_server() -> LanguageServer:
         return await k.compile(args[0], mode)
 
     @ls.command("kls.benchmark")
-    def benchmark_command(*args: Any) -> dict[str, Any]:
-        return {"ok": False, "error": "benchmark is not available in this version of kls yet"}
+    async def benchmark_command(*args: Any) -> dict[str, Any]:
+        if len(args) != 1 or not isinstance(args[0], str):
+            raise JsonRpcInvalidParams("kls.benchmark takes arguments [uri]")
+        return await k.benchmark(args[0])
+
+    @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
+    def inlay_hints(params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
+        uri = params.text_document.uri
+        if uri not in k.docs:
+            return []
+        view = k.bench_view(uri)
+        model = parse_template(k.text(uri))
+        return features.bench_inlay_hints(model, view)
 
     return ls
 

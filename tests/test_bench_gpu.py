@@ -1,0 +1,45 @@
+"""On a real GPU: build -> verify -> time every shipped instance; a wrong kernel fails."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kls.bench.history import History
+from kls.bench.job import Timing
+from kls.bench.run import BenchOptions, benchmark_instance
+from kls.instances import load_instances
+from tests.conftest import TEMPLATES
+
+pytestmark = pytest.mark.gpu
+SHIPPED = load_instances(TEMPLATES / "kls.toml")
+QUICK = BenchOptions(timing=Timing(warmup_s=0.3, max_seconds=1.0), baseline=False)
+
+
+@pytest.mark.parametrize("name", sorted(SHIPPED.instances))
+def test_shipped_instance_verifies_and_times(name: str, tmp_path: Path) -> None:
+    report = benchmark_instance(SHIPPED.instances[name], QUICK, history=History(tmp_path))
+    assert report.ok, report.message
+    assert report.verification["ok"] and report.verification["unwritten"] == 0
+    assert report.median_ms is not None and report.median_ms > 0
+    assert report.samples >= 20
+
+
+def test_swapped_operands_fail_verification(tmp_path: Path) -> None:
+    work = tmp_path / "t"
+    shutil.copytree(TEMPLATES, work)
+    args = work / "cutlass3x_args.cuh.jinja"
+    text = args.read_text()
+    text = (
+        text.replace("kernel.ptr(X)", "kernel.ptr(TMP)")
+        .replace("kernel.ptr(W)", "kernel.ptr(X)")
+        .replace("kernel.ptr(TMP)", "kernel.ptr(W)")
+    )
+    args.write_text(text)
+    spec = load_instances(work / "kls.toml").instances["sm90_bf16_4096"]
+    report = benchmark_instance(spec, QUICK, history=History(tmp_path))
+    assert not report.ok
+    assert report.message.startswith("verify: wrong result")
+    assert report.median_ms is None

@@ -1,0 +1,131 @@
+"""Benchmark results in the editor: lens, diagnostic (kls-bench), inlay hint, staleness, and a
+clear message when there is no GPU."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient, client_capabilities
+
+from kls.bench.report import BenchReport
+from kls.bench.run import source_hash
+from kls.instances import load_instances
+from kls.render import render
+from tests.conftest import TEMPLATES, gpu_available
+from tests.lsp_helpers import SERVER, change_doc, open_doc
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
+    await lsp_client.initialize_session(
+        lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"))
+    )
+    yield
+    await lsp_client.shutdown_session()
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    dest = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, dest)
+    return dest
+
+
+def remember_run(workspace: Path, instance: str) -> BenchReport:
+    """A previous run's history file, as a GPU run would have left it."""
+    spec = load_instances(workspace / "kls.toml").instances[instance]
+    text = render(spec).text
+    assert text is not None
+    report = BenchReport(
+        instance,
+        True,
+        median_ms=1.62,
+        spread=0.004,
+        samples=200,
+        tflops=679.0,
+        pct_of_baseline=99.0,
+        pct_of_peak=69.0,
+        source_hash=source_hash(text),
+    )
+    folder = workspace / ".kls" / "bench"
+    folder.mkdir(parents=True)
+    (folder / f"{instance}.json").write_text(json.dumps([report.to_json()]))
+    return report
+
+
+async def diagnostics_from(client: LanguageClient, uri: str, source: str) -> list[lsp.Diagnostic]:
+    for _ in range(200):
+        found = [d for d in client.diagnostics.get(uri, []) if d.source == source]
+        if found:
+            return found
+        await asyncio.sleep(0.05)
+    return []
+
+
+@pytest.mark.asyncio
+async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text()
+    report = remember_run(workspace, "softmax_bf16_8192x4096")
+    uri = open_doc(client, path)
+    found = await diagnostics_from(client, uri, "kls-bench")
+    assert found and found[0].severity == lsp.DiagnosticSeverity.Information
+    assert found[0].message.startswith(report.headline())
+    def_line = text[: text.index("kernel.def_kernel")].count("\n")
+    assert found[0].range.start.line == def_line
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
+    )
+    assert lenses is not None
+    titles = [lens.command.title for lens in lenses if lens.command]
+    assert f"Benchmark · {report.headline()}" in titles
+    hints = await client.text_document_inlay_hint_async(
+        lsp.InlayHintParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            range=lsp.Range(
+                start=lsp.Position(line=0, character=0), end=lsp.Position(line=200, character=0)
+            ),
+        )
+    )
+    assert hints and hints[0].position.line == def_line
+    assert "⏱ 1.62 ms" in str(hints[0].label)
+
+    # An edit that changes the rendered kernel makes the result stale, visibly.
+    change_doc(client, uri, 2, text.replace("1.0f / row_sum", "2.0f / row_sum"))
+    for _ in range(200):
+        bench = [d for d in client.diagnostics.get(uri, []) if d.source == "kls-bench"]
+        if bench and "stale" in bench[0].message:
+            break
+        await asyncio.sleep(0.05)
+    assert bench[0].severity == lsp.DiagnosticSeverity.Hint
+    assert "stale" in bench[0].message
+
+
+@pytest.mark.asyncio
+async def test_benchmark_without_gpu_is_a_clear_message(
+    client: LanguageClient, workspace: Path
+) -> None:
+    if gpu_available()[0]:
+        pytest.skip("this machine has a GPU")
+    path = workspace / "softmax.cu.jinja"
+    uri = open_doc(client, path)
+    result = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="kls.benchmark", arguments=[uri])
+    )
+    assert result["ok"] is False
+    assert "no usable NVIDIA GPU/driver" in result["headline"]
+    for _ in range(100):
+        if client.messages:
+            break
+        await asyncio.sleep(0.05)
+    assert any("no usable NVIDIA GPU/driver" in m.message for m in client.messages), client.messages
