@@ -25,37 +25,40 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def prepare(out: Path, tune: bool, only: list[str]) -> None:
+def prepare(out: Path, tune: bool, only: list[str], parallel: int) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
     from kls.bench.run import BenchOptions, make_job
     from kls.compile import CompileOptions, compile_instance
-    from kls.instances import load_instances
+    from kls.instances import InstanceSpec, load_instances
     from kls.render import render
 
     out.mkdir(parents=True, exist_ok=True)
     configs = [ROOT / "templates" / "kls.toml"]
     if tune:
         configs.append(ROOT / "benchmarks" / "tune_sm90.toml")
-    jobs = []
-    for config in configs:
-        for name, spec in load_instances(config).instances.items():
-            if only and name not in only:
-                continue
-            if spec.reference == "none" or spec.sm < 80:
-                continue
-            started = time.perf_counter()
-            built = compile_instance(spec, CompileOptions(mode="build"))
-            if not built.ok or built.artifact is None:
-                print(f"{name}: build failed\n{built.log[-2000:]}", file=sys.stderr)
-                continue
-            lib = out / f"{name}.so"
-            shutil.copyfile(built.artifact, lib)
-            job = make_job(spec, render(spec), Path(lib.name), BenchOptions())
-            jobs.append({"instance": name, "op": spec.op, "job": job.to_json()})
-            print(
-                f"{name}: built in {time.perf_counter() - started:.1f} s "
-                f"({'cached' if built.cached else 'nvcc'})",
-                flush=True,
-            )
+    specs = [
+        spec
+        for config in configs
+        for name, spec in load_instances(config).instances.items()
+        if (not only or name in only) and spec.reference != "none"
+    ]
+
+    def build(spec: InstanceSpec) -> dict[str, Any] | None:
+        started = time.perf_counter()
+        built = compile_instance(spec, CompileOptions(mode="build"))
+        if not built.ok or built.artifact is None:
+            print(f"{spec.name}: build failed\n{built.log[-2000:]}", file=sys.stderr)
+            return None
+        lib = out / f"{spec.name}.so"
+        shutil.copyfile(built.artifact, lib)
+        job = make_job(spec, render(spec), Path(lib.name), BenchOptions())
+        how = "cached" if built.cached else "nvcc"
+        print(f"{spec.name}: built in {time.perf_counter() - started:.1f} s ({how})", flush=True)
+        return {"instance": spec.name, "op": spec.op, "job": job.to_json()}
+
+    with ThreadPoolExecutor(max_workers=parallel) as pool:
+        jobs = [j for j in pool.map(build, specs) if j is not None]
     (out / "jobs.json").write_text(json.dumps(jobs, indent=1))
 
 
@@ -139,12 +142,13 @@ def main() -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--tune", action="store_true")
     p.add_argument("--only", default="")
+    p.add_argument("--parallel", type=int, default=2, help="concurrent nvcc builds")
     r = sub.add_parser("run")
     r.add_argument("--jobs", type=Path, required=True)
     r.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.step == "prepare":
-        prepare(args.out, args.tune, [n for n in args.only.split(",") if n])
+        prepare(args.out, args.tune, [n for n in args.only.split(",") if n], args.parallel)
     else:
         run(args.jobs, args.out)
 

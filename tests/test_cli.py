@@ -84,3 +84,9 @@ def test_empty_and_huge_templates(tmp_path: Path) -> None:
     proc = run("check", str(tmp_path))
     assert "huge.cu.jinja:1:1: KT105" in proc.stdout
     assert "empty.cu.jinja" not in proc.stdout
+
+
+def test_check_a_config_file_checks_its_instances() -> None:
+    proc = run("check", str(TEMPLATES.parent / "benchmarks" / "tune_sm90.toml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "6 instance(s) rendered" in proc.stderr

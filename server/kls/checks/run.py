@@ -177,6 +177,16 @@ def check_paths(paths: list[Path]) -> CheckResult:
     files: list[Path] = []
     configs: dict[Path, InstanceSet] = {}
     for root in paths:
+        if root.is_file() and root.suffix == ".toml":
+            # A config: check it and every template its instances read.
+            instance_set = configs.setdefault(root.resolve(), load_instances(root))
+            for spec in instance_set.instances.values():
+                files.extend(
+                    p
+                    for p in (spec.template, spec.argument_template, spec.epilogue_template)
+                    if p is not None and p not in files
+                )
+            continue
         if root.is_dir():
             files.extend(sorted(p for p in root.rglob("*") if p.is_file() and is_template(p)))
         elif root.is_file():
@@ -199,7 +209,10 @@ def check_paths(paths: list[Path]) -> CheckResult:
     cache = ModelCache()
     for file in files:
         config = find_config(file)
-        instances = configs.get(config) if config else None
+        explicit = [c for c, i in configs.items() if i.depends_on(file)]
+        instances = (
+            configs.get(explicit[0]) if explicit else (configs.get(config) if config else None)
+        )
         checked = check_file(file, instances=instances, cache=cache)
         result.findings.extend(checked.findings)
         result.renders.update(checked.renders)
