@@ -1,0 +1,55 @@
+// The server's command line and the settings it is given, from the user's configuration.
+
+export interface ServerCommand {
+  command: string;
+  args: string[];
+}
+
+export function serverCommand(interpreter: string, extraArgs: string[] = []): ServerCommand {
+  return { command: interpreter, args: ["-m", "kls.cli", "serve", ...extraArgs] };
+}
+
+export interface KlsSettings {
+  instancesFile?: string;
+  activeInstance?: string;
+  nvccPath?: string;
+  arch?: string;
+  cutlassInclude?: string;
+  compileOnSave?: boolean;
+}
+
+const SERVER_KEYS: (keyof KlsSettings)[] = [
+  "instancesFile",
+  "activeInstance",
+  "nvccPath",
+  "arch",
+  "cutlassInclude",
+  "compileOnSave",
+];
+
+/**
+ * What the server sees through workspace/configuration. In an untrusted workspace nothing
+ * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/CUTLASS.
+ */
+export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean): KlsSettings {
+  const out: Record<string, unknown> = {};
+  for (const key of SERVER_KEYS) {
+    const value = raw[key];
+    if (value !== undefined && value !== "") {
+      out[key] = value;
+    }
+  }
+  if (!trusted) {
+    out.compileOnSave = false;
+    delete out.nvccPath;
+    delete out.cutlassInclude;
+  }
+  return out as KlsSettings;
+}
+
+/** Commands that run nvcc or the GPU: refused in untrusted workspaces. */
+export const TRUST_REQUIRED = new Set(["kls.compile", "kls.build", "kls.benchmark"]);
+
+export function untrustedMessage(command: string): string {
+  return `${command} is off in an untrusted workspace: it runs nvcc (and the GPU) on files from this workspace. Trust the workspace to enable it.`;
+}

@@ -1,0 +1,35 @@
+// The status bar item: active instance, server state, running jobs.
+
+export type ServerState = "starting" | "running" | "stopped" | "missing";
+
+export interface StatusInput {
+  instance?: string;
+  state: ServerState;
+  jobs: string[]; // titles of running compile/benchmark jobs
+}
+
+export function statusText(input: StatusInput): string {
+  if (input.state === "missing") {
+    return "$(warning) kls: not installed";
+  }
+  if (input.state === "stopped") {
+    return "$(debug-stop) kls: stopped";
+  }
+  if (input.state === "starting") {
+    return "$(sync~spin) kls: starting";
+  }
+  const instance = input.instance ?? "no instance";
+  if (input.jobs.length > 0) {
+    return `$(sync~spin) kls: ${instance} · ${input.jobs[0]}${input.jobs.length > 1 ? ` (+${input.jobs.length - 1})` : ""}`;
+  }
+  return `$(circuit-board) kls: ${instance}`;
+}
+
+export function statusTooltip(input: StatusInput): string {
+  const lines = [`kls language server: ${input.state}`];
+  lines.push(input.instance ? `Active instance: ${input.instance} (click to change)` : "No instance: declare one in kls.toml");
+  for (const job of input.jobs) {
+    lines.push(`Running: ${job}`);
+  }
+  return lines.join("\n");
+}

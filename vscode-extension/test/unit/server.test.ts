@@ -1,0 +1,33 @@
+import { strict as assert } from "assert";
+
+import { TRUST_REQUIRED, effectiveSettings, serverCommand, untrustedMessage } from "../../src/logic/server";
+
+describe("server command line and settings", () => {
+  it("runs kls serve on the interpreter", () => {
+    assert.deepEqual(serverCommand("/venv/bin/python"), {
+      command: "/venv/bin/python",
+      args: ["-m", "kls.cli", "serve"],
+    });
+  });
+  it("passes the settings the server reads", () => {
+    const raw = {
+      instancesFile: "",
+      activeInstance: "sm90_bf16_4096",
+      nvccPath: "/usr/local/cuda/bin/nvcc",
+      compileOnSave: true,
+      "python.interpreterPath": "/x",
+    };
+    assert.deepEqual(effectiveSettings(raw, true), {
+      activeInstance: "sm90_bf16_4096",
+      nvccPath: "/usr/local/cuda/bin/nvcc",
+      compileOnSave: true,
+    });
+  });
+  it("turns off compiling and custom tools in an untrusted workspace", () => {
+    const raw = { compileOnSave: true, nvccPath: "./evil-nvcc", cutlassInclude: "./x" };
+    assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false });
+    assert.ok(TRUST_REQUIRED.has("kls.compile") && TRUST_REQUIRED.has("kls.benchmark"));
+    assert.ok(!TRUST_REQUIRED.has("kls.preview"));
+    assert.match(untrustedMessage("kls.compile"), /untrusted workspace/);
+  });
+});
