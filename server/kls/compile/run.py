@@ -200,14 +200,18 @@ def _wait(
         target=lambda: chunks.append(proc.stdout.read() if proc.stdout else ""), daemon=True
     )
     reader.start()
-    while proc.poll() is None:
+    while True:
+        try:
+            proc.wait(timeout=0.05)  # returns the moment nvcc ends: no polling delay
+            break
+        except subprocess.TimeoutExpired:
+            pass
         if cancel is not None and cancel.is_set():
             _kill(proc)
             raise CompileCancelled()
         if time.monotonic() > deadline:
             _kill(proc)
             return None
-        time.sleep(0.05)
     reader.join(timeout=5)
     return "".join(chunks)
 
