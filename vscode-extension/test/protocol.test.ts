@@ -7,17 +7,15 @@ import * as os from "os";
 import * as path from "path";
 import { pathToFileURL } from "url";
 import {
-  createMessageConnection,
-  MessageConnection,
-  StreamMessageReader,
-  StreamMessageWriter,
-} from "vscode-jsonrpc/node";
-import {
+  createProtocolConnection,
   Diagnostic,
   InitializeRequest,
+  ProtocolConnection,
   PublishDiagnosticsNotification,
   PublishDiagnosticsParams,
-} from "vscode-languageserver-protocol";
+  StreamMessageReader,
+  StreamMessageWriter,
+} from "vscode-languageserver-protocol/node";
 
 const REPO = path.resolve(__dirname, "..", "..", "..");
 const PYTHON = process.env.KLS_PYTHON ?? path.join(REPO, ".venv", "bin", "python");
@@ -25,7 +23,7 @@ const PYTHON = process.env.KLS_PYTHON ?? path.join(REPO, ".venv", "bin", "python
 describe("kls serve over vscode-languageserver-protocol", function () {
   this.timeout(60_000);
   let server: ChildProcess;
-  let connection: MessageConnection;
+  let connection: ProtocolConnection;
   let work: string;
   const published: PublishDiagnosticsParams[] = [];
 
@@ -33,11 +31,16 @@ describe("kls serve over vscode-languageserver-protocol", function () {
     work = fs.mkdtempSync(path.join(os.tmpdir(), "kls-protocol-"));
     fs.cpSync(path.join(REPO, "templates"), work, { recursive: true });
     server = spawn(PYTHON, ["-m", "kls.cli", "serve"], { stdio: ["pipe", "pipe", "inherit"] });
-    connection = createMessageConnection(
-      new StreamMessageReader(server.stdout!),
-      new StreamMessageWriter(server.stdin!),
+    if (!server.stdout || !server.stdin) {
+      throw new Error("kls serve has no stdio");
+    }
+    connection = createProtocolConnection(
+      new StreamMessageReader(server.stdout),
+      new StreamMessageWriter(server.stdin),
     );
-    connection.onNotification(PublishDiagnosticsNotification.type, (params) => published.push(params));
+    connection.onNotification(PublishDiagnosticsNotification.type, (params: PublishDiagnosticsParams) => {
+      published.push(params);
+    });
     connection.listen();
     await connection.sendRequest(InitializeRequest.type, {
       processId: process.pid,
