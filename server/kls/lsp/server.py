@@ -48,6 +48,7 @@ PREVIEW_REQUEST = "kls/preview"
 @dataclass
 class DocState:
     version: int = 0
+    generation: int = 0  # bumped by every reason to re-check, edits or not
     task: asyncio.Task[None] | None = None
     result: CheckResult | None = None
 
@@ -121,6 +122,7 @@ class KlsServer:
         newest version when it ends. No timer delay, no stale publish, one check at a time."""
         state = self.docs.setdefault(uri, DocState())
         state.version = version
+        state.generation += 1  # an edit, a save, a config or sub-template change
         if state.task is None or state.task.done():
             state.task = asyncio.get_running_loop().create_task(self._check_loop(uri))
 
@@ -128,7 +130,7 @@ class KlsServer:
         """Publish static checks + the active instance first (the interactive path), then
         every instance, unless a newer edit arrived meanwhile."""
         while (state := self.docs.get(uri)) is not None:
-            version = state.version
+            generation = state.generation
             text, overrides, path = self.text(uri), self.overrides(), self.path(uri)
             instances = self.instances(path)
             active = self.active_instance(path)
@@ -136,9 +138,9 @@ class KlsServer:
             if active is not None and len(self.instances_of(path)) > 1:
                 phases = [{active.name}, None]
 
-            def superseded(version: int = version) -> bool:
+            def superseded(generation: int = generation) -> bool:
                 current = self.docs.get(uri)
-                return current is None or current.version != version
+                return current is None or current.generation != generation
 
             for only in phases:
                 try:
@@ -156,8 +158,8 @@ class KlsServer:
                 state = self.docs.get(uri)
                 if state is None:
                     return  # closed meanwhile
-                if state.version != version:
-                    break  # superseded while running: check the newest text instead
+                if state.generation != generation:
+                    break  # superseded while running: check the newest inputs instead
                 state.result = result
                 self.publish(uri)
                 if only is not None:
