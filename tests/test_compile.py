@@ -237,3 +237,23 @@ def test_parse_nvcc_formats() -> None:
         ("kernel.cu", 12, 4),
     ]
     assert msgs[1].sites == [("kernel.cu", 88)]
+
+
+def test_built_library_answers_the_workspace_query_without_a_gpu(
+    work: Path, tmp_path: Path
+) -> None:
+    """The worker's exact call path against a real library: the query returns before any CUDA
+    call in the plain template, so it runs on a machine without a GPU."""
+    import ctypes as c
+
+    from kls.bench import marshal
+    from kls.bench.worker import load_entry
+
+    spec = instance(work, "softmax_f32_4096x1024")
+    built = compile_instance(spec, CompileOptions(mode="build"), cache=CompileCache(tmp_path))
+    assert built.ok and built.artifact is not None
+    fn = load_entry(str(built.artifact), spec.kernel_name, 2)
+    size = c.c_size_t(12345)
+    call = marshal.workspace_query(["X", "Y"], c.addressof(size), 0)
+    assert fn(*call.args()) == 0
+    assert size.value == 0

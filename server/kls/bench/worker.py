@@ -145,11 +145,8 @@ def load_entry(library: str, symbol: str, n_params: int) -> Callable[..., int]:
             'extern "C"?',
         ) from exc
     fn.restype = ctypes.c_int
-    fn.argtypes = [ctypes.c_void_p] * n_params + [
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-    ]
+    # Every argument is an address (or null): data pointers, size_t*, workspace, stream.
+    fn.argtypes = [ctypes.c_void_p] * (n_params + 3)
     return fn  # type: ignore[no-any-return]
 
 
