@@ -77,12 +77,15 @@ def test_summary() -> None:
 
 
 def test_stopping_rule() -> None:
-    timing = Timing(min_samples=20, max_samples=100, target_spread=0.01, max_seconds=5)
+    timing = Timing(
+        min_samples=20, min_seconds=1.0, max_samples=100, target_spread=0.01, max_seconds=5
+    )
     steady = [1.0] * 19
-    assert not should_stop(steady, 0.1, timing)  # too few samples
-    assert should_stop([*steady, 1.0], 0.1, timing)  # tight: stop
+    assert not should_stop(steady, 1.5, timing)  # too few samples
+    assert not should_stop([*steady, 1.0], 0.5, timing)  # tight, but clocks not settled yet
+    assert should_stop([*steady, 1.0], 1.5, timing)  # tight and long enough: stop
     noisy = [1.0, 2.0] * 20
-    assert not should_stop(noisy, 0.1, timing)  # spread 100 %: go on
+    assert not should_stop(noisy, 1.5, timing)  # spread 100 %: go on
     assert should_stop(noisy, 5.0, timing)  # time cap
     assert should_stop([1.0, 2.0] * 50, 0.1, timing)  # sample cap
 

@@ -15,7 +15,7 @@ from tests.conftest import TEMPLATES
 
 pytestmark = pytest.mark.gpu
 SHIPPED = load_instances(TEMPLATES / "kls.toml")
-QUICK = BenchOptions(timing=Timing(warmup_s=0.3, max_seconds=1.0), baseline=False)
+QUICK = BenchOptions(timing=Timing(warmup_s=0.3, min_seconds=0.2, max_seconds=1.0), baseline=False)
 
 
 @pytest.mark.parametrize("name", sorted(SHIPPED.instances))

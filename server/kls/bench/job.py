@@ -26,6 +26,7 @@ class TensorJob:
 class Timing:
     warmup_s: float = 1.0
     min_samples: int = 20
+    min_seconds: float = 1.0  # of timed work, so the clocks are at their loaded steady state
     max_samples: int = 2000
     target_spread: float = 0.01  # (p75 - p25) / median
     max_seconds: float = 10.0

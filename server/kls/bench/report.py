@@ -35,8 +35,9 @@ class BenchReport:
     timestamp: float = 0.0
     previous_ms: float | None = None
     method: str = (
-        "warm-up >= 1 s; per-launch CUDA events; L2 flushed (2x L2 memset) before each launch, "
-        "outside the timed region; stop when (p75-p25)/median <= 1% with >= 20 samples or after "
+        "warm-up >= 1 s; back-to-back launches in batches of 10, each between its own CUDA "
+        "events; L2 flushed (2x L2 memset) before each launch, outside the timed region; stop "
+        "after >= 1 s and >= 20 samples once (p75-p25)/median <= 1%, or at 2000 samples or "
         "10 s; median reported"
     )
 

@@ -45,6 +45,6 @@ def should_stop(samples: list[float], elapsed_s: float, timing: Timing) -> bool:
     """Stop once the spread is under target with enough samples, or at the caps."""
     if len(samples) >= timing.max_samples or elapsed_s >= timing.max_seconds:
         return True
-    if len(samples) < timing.min_samples:
+    if len(samples) < timing.min_samples or elapsed_s < timing.min_seconds:
         return False
     return summarize(samples).spread <= timing.target_spread
