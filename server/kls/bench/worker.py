@@ -23,7 +23,6 @@ from kls.bench.numerics import STORAGE, supported, uniform_storage
 from kls.bench.reference import HostTensor, verify_gemm, verify_softmax
 from kls.bench.stats import should_stop, summarize
 
-
 FLUSH_MIN_BYTES = 256 * 1024 * 1024
 
 
