@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient
@@ -55,3 +56,10 @@ async def diagnostics_for(
             )
         except TimeoutError:
             continue
+
+
+async def initialize(client: LanguageClient, capabilities: lsp.ClientCapabilities) -> Any:
+    """Initialize a pytest-lsp client the way VS Code would answer the server's requests."""
+    # VS Code answers code-lens refresh requests; pytest-lsp's client does not by default.
+    client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
+    return await client.initialize_session(lsp.InitializeParams(capabilities=capabilities))

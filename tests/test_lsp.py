@@ -14,7 +14,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient, client_capabilities
 
 from tests.conftest import TEMPLATES
-from tests.lsp_helpers import SERVER, change_doc, open_doc
+from tests.lsp_helpers import SERVER, change_doc, initialize, open_doc
 
 # VS Code 1.65 and Neovim 0.11 as pytest-lsp records them, and an LSP 3.18 client (VS Code's
 # capabilities plus workspace.textDocumentContent, which no recorded client has yet).
@@ -41,12 +41,7 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient) -> 
 
     # Keep every publish (pytest-lsp keeps only the latest) to check versions never go back.
     lsp_client.protocol.fm.features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = record
-    # VS Code answers code-lens refresh requests; pytest-lsp's client does not by default.
-    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
-
-    result = await lsp_client.initialize_session(
-        lsp.InitializeParams(capabilities=capabilities(request.param))
-    )
+    result = await initialize(lsp_client, capabilities(request.param))
     lsp_client.init_result = result  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()

@@ -19,15 +19,12 @@ from kls.bench.run import source_hash
 from kls.instances import load_instances
 from kls.render import render
 from tests.conftest import TEMPLATES, gpu_available
-from tests.lsp_helpers import SERVER, change_doc, open_doc
+from tests.lsp_helpers import SERVER, change_doc, initialize, open_doc
 
 
 @pytest_lsp.fixture(config=SERVER)
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
-    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
-    await lsp_client.initialize_session(
-        lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"))
-    )
+    await initialize(lsp_client, client_capabilities("visual-studio-code"))
     yield
     await lsp_client.shutdown_session()
 

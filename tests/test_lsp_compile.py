@@ -17,7 +17,7 @@ from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
 from tests.conftest import TEMPLATES
-from tests.lsp_helpers import open_doc
+from tests.lsp_helpers import initialize, open_doc
 
 CACHE = tempfile.mkdtemp(prefix="kls-lsp-compile-")
 CONFIG = ClientServerConfig(
@@ -30,10 +30,7 @@ pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is no
 
 @pytest_lsp.fixture(config=CONFIG)
 async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
-    lsp_client.protocol.fm.features[lsp.WORKSPACE_CODE_LENS_REFRESH] = lambda params: None
-    await lsp_client.initialize_session(
-        lsp.InitializeParams(capabilities=client_capabilities("visual-studio-code"))
-    )
+    await initialize(lsp_client, client_capabilities("visual-studio-code"))
     yield
     await lsp_client.shutdown_session()
 

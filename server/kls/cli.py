@@ -134,6 +134,14 @@ def _instances_for(template: Path, config: Path | None) -> tuple[InstanceSet | N
     return load_instances(config), ""
 
 
+def _load_instances(args: argparse.Namespace) -> InstanceSet | None:
+    """The instances for `args.template`, or None after saying why there are none."""
+    instances, problem = _instances_for(args.template, args.config)
+    if instances is None:
+        print(problem, file=sys.stderr)
+    return instances
+
+
 def _print_config_problems(instances: InstanceSet) -> None:
     for f in instances.findings:
         print(f.format_line(), file=sys.stderr)
@@ -155,9 +163,8 @@ def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> Instanc
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
-    instances, problem = _instances_for(args.template, args.config)
+    instances = _load_instances(args)
     if instances is None:
-        print(problem, file=sys.stderr)
         return EXIT_USAGE
     _print_config_problems(instances)
     for spec in instances.depends_on(args.template):
@@ -168,9 +175,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    instances, problem = _instances_for(args.template, args.config)
+    instances = _load_instances(args)
     if instances is None:
-        print(problem, file=sys.stderr)
         return EXIT_USAGE
     spec = _instance_named(instances, args)
     if spec is None:
@@ -200,9 +206,8 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from kls.compile import CompileOptions, compile_instance
     from kls.compile.progress import Spinner
 
-    instances, problem = _instances_for(args.template, args.config)
+    instances = _load_instances(args)
     if instances is None:
-        print(problem, file=sys.stderr)
         return EXIT_USAGE
     spec = _instance_named(instances, args)
     if spec is None:
@@ -231,9 +236,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from kls.bench.run import BenchOptions, benchmark_instance
     from kls.compile import CompileOptions
 
-    instances, problem = _instances_for(args.template, args.config)
+    instances = _load_instances(args)
     if instances is None:
-        print(problem, file=sys.stderr)
         return EXIT_USAGE
     names = args.instance or [s.name for s in instances.depends_on(args.template)]
     specs = []
