@@ -257,3 +257,45 @@ def test_built_library_answers_the_workspace_query_without_a_gpu(
     call = marshal.workspace_query(["X", "Y"], c.addressof(size), 0)
     assert fn(*call.args()) == 0
     assert size.value == 0
+
+
+def test_old_nvcc_and_missing_cutlass_are_clear_findings(work: Path, tmp_path: Path) -> None:
+    fake = tmp_path / "bin" / "nvcc"
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\necho 'Cuda compilation tools, release 11.8, V11.8.89'\n")
+    fake.chmod(0o755)
+    spec = instance(work, "softmax_f32_4096x1024")
+    old = compile_instance(spec, CompileOptions(nvcc=str(fake)), cache=CompileCache(tmp_path))
+    assert [f.code for f in old.findings] == ["KT604"] and "too old" in old.findings[0].message
+    empty = tmp_path / "no-cutlass"
+    empty.mkdir()
+    missing = compile_instance(
+        spec, CompileOptions(cutlass_include=str(empty)), cache=CompileCache(tmp_path)
+    )
+    assert [f.code for f in missing.findings] == ["KT605"]
+    assert "nvidia-cutlass" in missing.findings[0].message
+
+
+def test_hundreds_of_errors_are_capped(work: Path) -> None:
+    from kls.compile.diagnostics import MAX_FINDINGS, map_messages
+    from kls.render import render
+
+    spec = instance(work, "softmax_f32_4096x1024")
+    rendered = render(spec)
+    lines = (rendered.text or "").count("\n")
+    log = "".join(
+        f'kernel.cu({1 + i % lines}): error: identifier "x{i}" is undefined\n' for i in range(500)
+    )
+    findings = map_messages(parse_nvcc(log), Path("/c/kernel.cu"), rendered)
+    assert len(findings) == MAX_FINDINGS
+    assert findings[0].message.startswith('nvcc: identifier "x0"')
+
+
+def test_library_without_the_entry_is_a_clear_message(work: Path, tmp_path: Path) -> None:
+    from kls.bench.worker import StageError, load_entry
+
+    spec = instance(work, "softmax_f32_4096x1024")
+    built = compile_instance(spec, CompileOptions(mode="build"), cache=CompileCache(tmp_path))
+    assert built.artifact is not None
+    with pytest.raises(StageError, match="does not export 'kls_nope'"):
+        load_entry(str(built.artifact), "kls_nope", 2)

@@ -192,3 +192,23 @@ def test_unsaved_editor_text_overrides_the_file(ws: Workspace) -> None:
     path = ws.root / "t.cu.jinja"
     result = render(instances.instances["i"], overrides={path: "editor {{ X.name }}\n"})
     assert result.text == "editor X"
+
+
+def test_newer_profile_predefines_the_kernel(ws: Workspace) -> None:
+    """inductor-2025: def_kernel is called from Python; the template prints the signature."""
+    template = 'extern "C" {\nPT_EXPORT {{kernel_call_signature}} {\n  return 0;\n}\n}\n'
+    tensors = (
+        'tensors.X = { shape = [4, 8], dtype = "bf16" }\n'
+        'tensors.W = { shape = [8, 2], dtype = "bf16" }\n'
+        'tensors.Bias = { shape = [4, 2], dtype = "bf16", stride = [0, 1] }\n'
+        'tensors.Y = { shape = [4, 2], dtype = "bf16" }\n'
+    )
+    instances = ws.instance(
+        template, 'profile = "inductor-2025"\ninput_reorder = [2, 0, 1]', tensors
+    )
+    result = render(instances.instances["i"])
+    assert result.text is not None
+    assert (
+        "PT_EXPORT int kls_i(const bfloat16* Bias, const bfloat16* X, const bfloat16* W, "
+        "bfloat16* Y, size_t* workspace_size, uint8_t* workspace, cudaStream_t stream) {"
+    ) in result.text

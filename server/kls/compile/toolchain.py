@@ -13,6 +13,8 @@ from pathlib import Path
 
 from kls.cutlass.ops import cutlass_version
 
+MIN_CUDA_MAJOR = 12
+
 
 class ToolchainError(Exception):
     """nvcc or the CUTLASS headers are missing or unusable; the message says what to do."""
@@ -43,6 +45,12 @@ def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) 
             "kls.nvccPath / --nvcc",
         )
     version = _nvcc_version(nvcc, Path(nvcc).stat().st_mtime)
+    if int(version.split(".")[0]) < MIN_CUDA_MAJOR:
+        raise ToolchainError(
+            "KT604",
+            f"nvcc {version} at {nvcc} is too old: CUTLASS 4 and SM90 need CUDA "
+            f"{MIN_CUDA_MAJOR} or newer; install a newer toolkit or set kls.nvccPath",
+        )
     root = Path(cutlass_include) if cutlass_include else _cutlass_root()
     if root is None or not (root / "include" / "cutlass" / "cutlass.h").is_file():
         raise ToolchainError(
