@@ -189,8 +189,28 @@ async def test_definition_symbols_and_lenses(client: LanguageClient, workspace: 
     )
     assert lenses is not None
     titles = [lens.command.title for lens in lenses if lens.command]
-    assert titles[0] == "Preview (softmax_bf16_8192x4096)"
+    assert titles == ["Preview (softmax_bf16_8192x4096)", "Compile"]
     assert all(lens.range.start.line == find(text, "kernel.def_kernel")[0] for lens in lenses)
+    lazy = [lens for lens in lenses if lens.command is None]
+    resolved = await client.code_lens_resolve_async(lazy[0])
+    assert resolved.command is not None and resolved.command.title == "Benchmark"
+    assert resolved.command.command == "kls.benchmark"
+
+
+@pytest.mark.asyncio
+async def test_definition_of_a_sub_template_name(client: LanguageClient, workspace: Path) -> None:
+    path = workspace / "cutlass3x_gemm.cu.jinja"
+    text = path.read_text()
+    uri = open_doc(client, path)
+    line, col = find(text, "render_gemm_arguments(argument_template")
+    location = await client.text_document_definition_async(
+        lsp.DefinitionParams(
+            text_document=lsp.TextDocumentIdentifier(uri=uri),
+            position=lsp.Position(line=line, character=col + len("render_gemm_arguments(") + 3),
+        )
+    )
+    assert isinstance(location, lsp.Location)
+    assert location.uri == (workspace / "cutlass3x_args.cuh.jinja").as_uri()
 
 
 @pytest.mark.asyncio

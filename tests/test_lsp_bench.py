@@ -84,8 +84,10 @@ async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
         lsp.CodeLensParams(text_document=lsp.TextDocumentIdentifier(uri=uri))
     )
     assert lenses is not None
-    titles = [lens.command.title for lens in lenses if lens.command]
-    assert f"Benchmark · {report.headline()}" in titles
+    lazy = [lens for lens in lenses if lens.command is None]
+    resolved = await client.code_lens_resolve_async(lazy[0])
+    assert resolved.command is not None
+    assert resolved.command.title == f"Benchmark · {report.headline()}"
     hints = await client.text_document_inlay_hint_async(
         lsp.InlayHintParams(
             text_document=lsp.TextDocumentIdentifier(uri=uri),

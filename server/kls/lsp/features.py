@@ -112,21 +112,23 @@ def completions(
     return [lsp.CompletionItem(label=n, kind=lsp.CompletionItemKind.Variable) for n in names]
 
 
-def definition(model: TemplateModel, pos: Position, path: Path) -> lsp.Location | None:
+SUB_TEMPLATE_NAMES = ("argument_template", "epilogue_template")
+
+
+def definition(
+    model: TemplateModel, pos: Position, path: Path, instance: InstanceSpec | None = None
+) -> lsp.Location | None:
     for stmt in model.includes():
         if stmt.target and stmt.target_range and stmt.target_range.contains(pos):
             target = path.parent / stmt.target
             if target.is_file():
-                return lsp.Location(
-                    uri=target.as_uri(),
-                    range=lsp.Range(
-                        start=lsp.Position(line=0, character=0),
-                        end=lsp.Position(line=0, character=0),
-                    ),
-                )
+                return _file_start(target)
     word = _word_at(model, pos)
     if word is None:
         return None
+    if word in SUB_TEMPLATE_NAMES and instance is not None:
+        target = getattr(instance, word)
+        return _file_start(target) if target is not None else None
     for call in model.calls_to("kernel", "def_kernel"):
         for index, name in ((0, "inputs"), (1, "outputs")):
             arg = call.arg(index, name)
@@ -135,6 +137,11 @@ def definition(model: TemplateModel, pos: Position, path: Path) -> lsp.Location 
                 if ref.name == word:
                     return lsp.Location(uri=path.as_uri(), range=to_lsp_range(ref.range))
     return None
+
+
+def _file_start(target: Path) -> lsp.Location:
+    start = lsp.Position(line=0, character=0)
+    return lsp.Location(uri=target.as_uri(), range=lsp.Range(start=start, end=start))
 
 
 def _word_at(model: TemplateModel, pos: Position) -> str | None:
@@ -214,22 +221,25 @@ def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.
     return hints
 
 
-def code_lenses(
-    model: TemplateModel, uri: str, instance: str | None, bench: BenchView | None = None
-) -> list[lsp.CodeLens]:
+def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[lsp.CodeLens]:
+    """Preview / Compile / Benchmark above each def_kernel. The Benchmark lens is resolved
+    lazily (`codeLens/resolve`): its title reads the benchmark history."""
     lenses: list[lsp.CodeLens] = []
     for call in model.calls_to("kernel", "def_kernel"):
         rng = to_lsp_range(call.range)
         suffix = f" ({instance})" if instance else " (no instance)"
-        bench_title = f"Benchmark · {bench.title()}" if bench else "Benchmark"
-        for title, command in (
-            ("Preview" + suffix, "kls.preview"),
-            ("Compile", "kls.compile"),
-            (bench_title, "kls.benchmark"),
-        ):
+        for title, command in (("Preview" + suffix, "kls.preview"), ("Compile", "kls.compile")):
             lenses.append(
                 lsp.CodeLens(
                     range=rng, command=lsp.Command(title=title, command=command, arguments=[uri])
                 )
             )
+        lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "benchmark"}))
     return lenses
+
+
+def resolve_benchmark_lens(lens: lsp.CodeLens, bench: BenchView | None) -> lsp.CodeLens:
+    uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
+    title = f"Benchmark · {bench.title()}" if bench else "Benchmark"
+    lens.command = lsp.Command(title=title, command="kls.benchmark", arguments=[uri])
+    return lens

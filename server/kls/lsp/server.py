@@ -482,7 +482,10 @@ def create_server() -> LanguageServer:
     def definition(params: lsp.DefinitionParams) -> lsp.Location | None:
         uri = params.text_document.uri
         model = parse_template(k.text(uri))
-        return features.definition(model, from_lsp_position(params.position), k.path(uri))
+        path = k.path(uri)
+        return features.definition(
+            model, from_lsp_position(params.position), path, k.active_instance(path)
+        )
 
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def symbols(params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
@@ -490,13 +493,17 @@ def create_server() -> LanguageServer:
             return []
         return features.symbols(parse_template(k.text(params.text_document.uri)))
 
-    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+    @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=True))
     def code_lens(params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         uri = params.text_document.uri
         spec = k.active_instance(k.path(uri))
-        return features.code_lenses(
-            parse_template(k.text(uri)), uri, spec.name if spec else None, k.bench_view(uri)
-        )
+        return features.code_lenses(parse_template(k.text(uri)), uri, spec.name if spec else None)
+
+    @ls.feature(lsp.CODE_LENS_RESOLVE)
+    def code_lens_resolve(lens: lsp.CodeLens) -> lsp.CodeLens:
+        uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
+        view = k.bench_view(uri) if isinstance(uri, str) else None
+        return features.resolve_benchmark_lens(lens, view)
 
     @ls.feature(PREVIEW_REQUEST)
     async def preview_request(params: Any) -> dict[str, Any]:
