@@ -43,12 +43,14 @@ from kls.template.model import parse_template
 
 log = logging.getLogger(__name__)
 PREVIEW_REQUEST = "kls/preview"
+IDLE_BEFORE_FULL_CHECK_S = 0.15
 
 
 @dataclass
 class DocState:
     version: int = 0
     generation: int = 0  # bumped by every reason to re-check, edits or not
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     result: CheckResult | None = None
 
@@ -123,12 +125,14 @@ class KlsServer:
         state = self.docs.setdefault(uri, DocState())
         state.version = version
         state.generation += 1  # an edit, a save, a config or sub-template change
+        state.changed.set()
         if state.task is None or state.task.done():
             state.task = asyncio.get_running_loop().create_task(self._check_loop(uri))
 
     async def _check_loop(self, uri: str) -> None:
-        """Publish static checks + the active instance first (the interactive path), then
-        every instance, unless a newer edit arrived meanwhile."""
+        """Publish static checks + the active instance first (the interactive path), then,
+        once edits pause for IDLE_BEFORE_FULL_CHECK_S, every instance; a newer edit at any
+        point restarts from the first phase."""
         while (state := self.docs.get(uri)) is not None:
             generation = state.generation
             text, overrides, path = self.text(uri), self.overrides(), self.path(uri)
@@ -143,6 +147,8 @@ class KlsServer:
                 return current is None or current.generation != generation
 
             for only in phases:
+                if only is None and len(phases) > 1 and not await self._quiet(uri, generation):
+                    break  # edits keep coming: the interactive phase comes first again
                 try:
                     result = await asyncio.to_thread(
                         check_file, path, text, instances, ModelCache(overrides), only, superseded
@@ -166,6 +172,20 @@ class KlsServer:
                     self.refresh_previews(path)
             else:
                 return
+
+    async def _quiet(self, uri: str, generation: int) -> bool:
+        """Wait until no trigger arrived for IDLE_BEFORE_FULL_CHECK_S (True), or one did."""
+        state = self.docs.get(uri)
+        if state is None:
+            return False
+        state.changed.clear()
+        if state.generation != generation:
+            return False
+        try:
+            await asyncio.wait_for(state.changed.wait(), IDLE_BEFORE_FULL_CHECK_S)
+        except asyncio.TimeoutError:
+            return True
+        return False
 
     def publish(self, uri: str) -> None:
         """Publish the kls, nvcc and kls-bench diagnostics of a document together: one never
