@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from jinja2 import nodes
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
@@ -334,5 +333,3 @@ def context_names(instance: InstanceSpec) -> list[str]:
         names.add("kernel_call_signature")
     return sorted(names | set(jinja2.Environment().globals))
 
-
-_ = nodes
