@@ -332,4 +332,3 @@ def context_names(instance: InstanceSpec) -> list[str]:
     if instance.profile == "inductor-2025":
         names.add("kernel_call_signature")
     return sorted(names | set(jinja2.Environment().globals))
-
