@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,18 +21,14 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
 from kls import __version__
-from kls.bench.history import History
-from kls.bench.report import BenchReport
-from kls.bench.run import BenchOptions, benchmark_instance, source_hash
-from kls.bench.runner import WorkerCancelled
 from kls.checks.run import CheckResult, ModelCache, check_file
-from kls.compile import CompileOptions, CompileResult, compile_instance
-from kls.compile.run import CompileCancelled
+from kls.compile import CompileOptions
 from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.lsp import features
+from kls.lsp.bench_jobs import bench_findings, bench_view, benchmark_active
+from kls.lsp.compile_jobs import compile_active
 from kls.lsp.convert import from_lsp_position, to_diagnostic
-from kls.lsp.features import BenchView, bench_finding
 from kls.lsp.jobs import Jobs
 from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
 from kls.lsp.settings import Settings
@@ -193,7 +187,7 @@ class KlsServer:
         state = self.docs.get(uri)
         kls = state.result.findings if state and state.result else []
         nvcc = self.nvcc.get(str(self.path(uri)), [])
-        bench = self.bench_findings(uri)
+        bench = bench_findings(self, uri)
         self.ls.text_document_publish_diagnostics(
             lsp.PublishDiagnosticsParams(
                 uri=uri,
@@ -202,134 +196,13 @@ class KlsServer:
             )
         )
 
-    def bench_view(self, uri: str) -> BenchView | None:
-        """The last benchmark of the active instance, and whether the template changed since."""
-        path = self.path(uri)
-        spec = self.active_instance(path)
-        if spec is None:
-            return None
-        report = History(spec.config_path.parent).last(spec.name, ok_only=False)
-        if report is None:
-            return None
-        state = self.docs.get(uri)
-        rendered = state.result.renders.get(spec.name) if state and state.result else None
-        stale = bool(
-            rendered is not None
-            and rendered.text is not None
-            and report.source_hash
-            and source_hash(rendered.text) != report.source_hash
-        )
-        return BenchView(report, stale)
-
-    def bench_findings(self, uri: str) -> list[Finding]:
-        view = self.bench_view(uri)
-        if view is None or uri not in self.docs:
-            return []
-        model = parse_template(self.text(uri))
-        calls = model.calls_to("kernel", "def_kernel")
-        if not calls:
-            return []
-        return [bench_finding(view, calls[0].range, str(self.path(uri)))]
-
-    async def benchmark(self, uri: str) -> dict[str, Any]:
-        path = self.path(uri)
-        spec = self.active_instance(path)
-        if spec is None:
-            return {"ok": False, "error": "no instance declares this template in kls.toml"}
-        options = BenchOptions(
-            compile=CompileOptions(
-                mode="build",
-                nvcc=self.settings.nvcc_path,
-                arch=self.settings.arch,
-                cutlass_include=self.settings.cutlass_include,
-            )
-        )
-        overrides = self.overrides()
-
-        def work(cancel: threading.Event, report: Callable[[str], None]) -> BenchReport:
-            return benchmark_instance(spec, options, overrides, cancel, report)
-
-        assert self.jobs is not None
-        try:
-            result = await self.jobs.run(f"bench:{path}", f"kls benchmark {spec.name}", work)
-        except (asyncio.CancelledError, CompileCancelled, WorkerCancelled):
-            return {"ok": False, "cancelled": True, "instance": spec.name}
-        if uri in self.docs:
-            self.publish(uri)
-        self.refresh_lenses()
-        if not result.ok:
-            self.ls.window_show_message(
-                lsp.ShowMessageParams(
-                    type=lsp.MessageType.Error, message=f"kls benchmark: {result.headline()}"
-                )
-            )
-        return {
-            "ok": result.ok,
-            "instance": spec.name,
-            "headline": result.headline(),
-            "report": result.to_json(),
-        }
-
-    async def compile(self, uri: str, mode: str) -> dict[str, Any]:
-        """Compile the active instance of `uri` with progress and cancellation; publish
-        nvcc's findings on the template lines they belong to."""
-        path = self.path(uri)
-        spec = self.active_instance(path)
-        if spec is None:
-            return {"ok": False, "error": "no instance declares this template in kls.toml"}
-        options = CompileOptions(
+    def compile_options(self, mode: str) -> CompileOptions:
+        return CompileOptions(
             mode=mode,
             nvcc=self.settings.nvcc_path,
             arch=self.settings.arch,
             cutlass_include=self.settings.cutlass_include,
         )
-        overrides = self.overrides()
-
-        def work(cancel: threading.Event, report: Callable[[str], None]) -> CompileResult:
-            report(f"rendering {spec.name}")
-            return compile_instance(
-                spec,
-                options,
-                overrides,
-                cancel,
-                on_nvcc_start=lambda: report(f"nvcc {mode}: {spec.name}"),
-            )
-
-        assert self.jobs is not None
-        try:
-            result = await self.jobs.run(f"compile:{path}", f"kls {mode} {spec.name}", work)
-        except (asyncio.CancelledError, CompileCancelled):
-            return {"ok": False, "cancelled": True, "instance": spec.name}
-        self.set_nvcc_findings(spec, result.findings)
-        return {
-            "ok": result.ok,
-            "instance": spec.name,
-            "mode": mode,
-            "cached": result.cached,
-            "seconds": round(result.seconds, 3),
-            "errors": len(result.errors),
-            "artifact": str(result.artifact) if result.artifact else None,
-            "log": result.log[-20000:],
-        }
-
-    def set_nvcc_findings(self, spec: InstanceSpec, findings: list[Finding]) -> None:
-        files = {
-            str(p.resolve())
-            for p in (spec.template, spec.argument_template, spec.epilogue_template)
-            if p is not None
-        }
-        files |= {f.path for f in findings}
-        for file in files:
-            self.nvcc[file] = [f for f in findings if f.path == file]
-            uri = Path(file).as_uri()
-            if uri in self.docs:
-                self.publish(uri)
-            else:
-                self.ls.text_document_publish_diagnostics(
-                    lsp.PublishDiagnosticsParams(
-                        uri=uri, diagnostics=[to_diagnostic(f) for f in self.nvcc[file]]
-                    )
-                )
 
     def supports_content_refresh(self) -> bool:
         workspace = self.ls.client_capabilities.workspace
@@ -443,7 +316,7 @@ def create_server() -> LanguageServer:
         state = k.docs.get(uri)
         k.schedule(uri, state.version if state else 0)
         if k.settings.compile_on_save:
-            await k.compile(uri, "check")
+            await compile_active(k, uri, "check")
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
@@ -522,7 +395,7 @@ def create_server() -> LanguageServer:
     @ls.feature(lsp.CODE_LENS_RESOLVE)
     def code_lens_resolve(lens: lsp.CodeLens) -> lsp.CodeLens:
         uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
-        view = k.bench_view(uri) if isinstance(uri, str) else None
+        view = bench_view(k, uri) if isinstance(uri, str) else None
         return features.resolve_benchmark_lens(lens, view)
 
     @ls.feature(PREVIEW_REQUEST)
@@ -560,20 +433,20 @@ def create_server() -> LanguageServer:
         mode = args[1] if len(args) == 2 else "check"
         if mode not in ("check", "build"):
             raise JsonRpcInvalidParams("kls.compile: mode is 'check' or 'build'")
-        return await k.compile(args[0], mode)
+        return await compile_active(k, args[0], mode)
 
     @ls.command("kls.benchmark")
     async def benchmark_command(*args: Any) -> dict[str, Any]:
         if len(args) != 1 or not isinstance(args[0], str):
             raise JsonRpcInvalidParams("kls.benchmark takes arguments [uri]")
-        return await k.benchmark(args[0])
+        return await benchmark_active(k, args[0])
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
     def inlay_hints(params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
         uri = params.text_document.uri
         if uri not in k.docs:
             return []
-        view = k.bench_view(uri)
+        view = bench_view(k, uri)
         model = parse_template(k.text(uri))
         return features.bench_inlay_hints(model, view)
 
