@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
@@ -50,6 +51,14 @@ class Workspace:
 @pytest.fixture
 def ws(tmp_path: Path) -> Workspace:
     return Workspace(tmp_path)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A private copy of the shipped templates and their kls.toml, free to edit."""
+    dest = tmp_path / "templates"
+    shutil.copytree(TEMPLATES, dest)
+    return dest
 
 
 def codes(findings: list[Finding]) -> list[str]:

@@ -19,16 +19,13 @@ from kls.compile.cache import CompileCache
 from kls.compile.diagnostics import parse_nvcc
 from kls.compile.run import CompileCancelled
 from kls.instances import load_instances
-from tests.conftest import TEMPLATES
 
 pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    dest = tmp_path / "templates"
-    shutil.copytree(TEMPLATES, dest)
-    return dest
+def work(workspace: Path) -> Path:
+    return workspace
 
 
 def plant(work: Path, file: str, old: str, new: str) -> tuple[int, int]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,7 +12,6 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient, client_capabilities
 
-from tests.conftest import TEMPLATES
 from tests.lsp_helpers import SERVER, change_doc, initialize, open_doc
 
 # VS Code 1.65 and Neovim 0.11 as pytest-lsp records them, and an LSP 3.18 client (VS Code's
@@ -45,13 +43,6 @@ async def client(request: pytest.FixtureRequest, lsp_client: LanguageClient) -> 
     lsp_client.init_result = result  # type: ignore[attr-defined]
     yield
     await lsp_client.shutdown_session()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    dest = tmp_path / "templates"
-    shutil.copytree(TEMPLATES, dest)
-    return dest
 
 
 async def published_for(client: LanguageClient, uri: str, version: int) -> list[lsp.Diagnostic]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ from kls.bench.report import BenchReport
 from kls.bench.run import source_hash
 from kls.instances import load_instances
 from kls.render import render
-from tests.conftest import TEMPLATES, gpu_available
+from tests.conftest import gpu_available
 from tests.lsp_helpers import SERVER, change_doc, initialize, open_doc
 
 
@@ -27,13 +26,6 @@ async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await initialize(lsp_client, client_capabilities("visual-studio-code"))
     yield
     await lsp_client.shutdown_session()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    dest = tmp_path / "templates"
-    shutil.copytree(TEMPLATES, dest)
-    return dest
 
 
 def remember_run(workspace: Path, instance: str) -> BenchReport:

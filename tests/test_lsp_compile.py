@@ -16,7 +16,6 @@ import pytest_lsp
 from lsprotocol import types as lsp
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 
-from tests.conftest import TEMPLATES
 from tests.lsp_helpers import initialize, open_doc
 
 CACHE = tempfile.mkdtemp(prefix="kls-lsp-compile-")
@@ -33,13 +32,6 @@ async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
     await initialize(lsp_client, client_capabilities("visual-studio-code"))
     yield
     await lsp_client.shutdown_session()
-
-
-@pytest.fixture
-def workspace(tmp_path: Path) -> Path:
-    dest = tmp_path / "templates"
-    shutil.copytree(TEMPLATES, dest)
-    return dest
 
 
 def save(client: LanguageClient, path: Path, text: str, version: int) -> None:

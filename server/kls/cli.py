@@ -142,6 +142,12 @@ def _load_instances(args: argparse.Namespace) -> InstanceSet | None:
     return instances
 
 
+def _selected_instance(args: argparse.Namespace) -> InstanceSpec | None:
+    """The instance `--instance` names for `args.template`, or None after saying why."""
+    instances = _load_instances(args)
+    return _instance_named(instances, args) if instances is not None else None
+
+
 def _print_config_problems(instances: InstanceSet) -> None:
     for f in instances.findings:
         print(f.format_line(), file=sys.stderr)
@@ -175,10 +181,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    instances = _load_instances(args)
-    if instances is None:
-        return EXIT_USAGE
-    spec = _instance_named(instances, args)
+    spec = _selected_instance(args)
     if spec is None:
         return EXIT_USAGE
     result, findings = check_instance(spec, ModelCache())
@@ -206,10 +209,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     from kls.compile import CompileOptions, compile_instance
     from kls.compile.progress import Spinner
 
-    instances = _load_instances(args)
-    if instances is None:
-        return EXIT_USAGE
-    spec = _instance_named(instances, args)
+    spec = _selected_instance(args)
     if spec is None:
         return EXIT_USAGE
     options = CompileOptions(
