@@ -143,10 +143,17 @@ class TemplateModel:
     calls: list[HelperCall] = field(default_factory=list)
     expressions: list[Expression] = field(default_factory=list)
     statements: list[Statement] = field(default_factory=list)
-    free_variables: set[str] = field(default_factory=set)
     name_uses: dict[str, list[Range]] = field(default_factory=dict)
     noqa: dict[int, frozenset[str]] = field(default_factory=dict)
     ast: nodes.Template | None = None
+
+    @functools.cached_property
+    def free_variables(self) -> frozenset[str]:
+        """Names the template reads but never sets (on demand: this runs Jinja's code
+        generator, which costs as much as parsing)."""
+        if self.ast is None:
+            return frozenset()
+        return frozenset(jinja2.meta.find_undeclared_variables(self.ast))
 
     def calls_to(self, owner: str, helper: str) -> list[HelperCall]:
         return [c for c in self.calls if c.owner == owner and c.helper == helper]
@@ -186,8 +193,6 @@ def parse_template(source: str) -> TemplateModel:
         model.ast = env.parse(source)
     except TemplateSyntaxError as exc:
         model.syntax_error = _locate_syntax_error(model, exc)
-    else:
-        model.free_variables = set(jinja2.meta.find_undeclared_variables(model.ast))
     if model.syntax_error is None and lexed.error is not None:
         model.syntax_error = _locate_syntax_error(model, lexed.error)
     return model
