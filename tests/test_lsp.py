@@ -328,3 +328,19 @@ async def test_watched_config_change_rechecks(client: LanguageClient, workspace:
         await asyncio.sleep(0.05)
     assert codes == ["KT102"]
     assert "BLOCK_SIZE" in client.diagnostics[uri][0].message
+
+
+@pytest.mark.asyncio
+async def test_kls_toml_problems_show_in_kls_toml(client: LanguageClient, workspace: Path) -> None:
+    config = workspace / "kls.toml"
+    text = config.read_text().replace('arch = "80"', 'arch = "80"\nbeta = "one"', 1)
+    config.write_text(text)
+    open_doc(client, workspace / "softmax.cu.jinja")
+    uri = config.as_uri()
+    for _ in range(200):
+        if client.diagnostics.get(uri):
+            break
+        await asyncio.sleep(0.05)
+    found = client.diagnostics[uri]
+    assert [d.code for d in found] == ["KT002"]
+    assert found[0].range.start.line == text.split("\n").index('beta = "one"')

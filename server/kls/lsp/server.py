@@ -90,6 +90,13 @@ class KlsServer:
             return None
         if config not in self.configs:
             self.configs[config] = load_instances(config)
+            # Problems in kls.toml belong to kls.toml: show them there, whether it is open or not.
+            self.ls.text_document_publish_diagnostics(
+                lsp.PublishDiagnosticsParams(
+                    uri=config.resolve().as_uri(),
+                    diagnostics=[to_diagnostic(f) for f in self.configs[config].findings],
+                )
+            )
         return self.configs[config]
 
     def instances_of(self, path: Path) -> list[InstanceSpec]:
