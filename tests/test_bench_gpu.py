@@ -43,3 +43,22 @@ def test_swapped_operands_fail_verification(tmp_path: Path) -> None:
     assert not report.ok
     assert report.message.startswith("verify: wrong result")
     assert report.median_ms is None
+
+
+def test_a_faulting_kernel_is_a_message_not_a_crash(tmp_path: Path) -> None:
+    """Rows read far out of bounds: an illegal address on the GPU. The worker reports it (or
+    dies); kls says so and goes on."""
+    work = tmp_path / "t"
+    shutil.copytree(TEMPLATES, work)
+    softmax = work / "softmax.cu.jinja"
+    softmax.write_text(
+        softmax.read_text().replace(
+            "const {{kernel.dtype(X)}}* row_in = x + blockIdx.x * ldx;",
+            "const {{kernel.dtype(X)}}* row_in = x + blockIdx.x * ldx * 4096 * 1024;",
+        )
+    )
+    spec = load_instances(work / "kls.toml").instances["softmax_f32_4096x1024"]
+    report = benchmark_instance(spec, QUICK, history=History(tmp_path))
+    assert not report.ok
+    assert report.message  # what happened, in words
+    assert "Traceback" not in report.message

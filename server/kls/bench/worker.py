@@ -170,7 +170,14 @@ def run(job: BenchJob) -> dict[str, Any]:
     out = job.output()
     poison(cuda, out, pointers)
     check_rc(fn(*launch.args()), "first run")
-    cuda.sync()
+    try:
+        cuda.sync()
+    except StageError as exc:  # a fault surfaces at the first synchronize after the launch
+        raise StageError(
+            "run",
+            f"the kernel failed on its first run ({exc}); check its pointers, strides and "
+            "bounds, e.g. with compute-sanitizer",
+        ) from exc
     verification = verify(cuda, job, host, pointers, rng)
     result: dict[str, Any] = {
         "ok": verification.ok,
