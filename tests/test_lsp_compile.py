@@ -143,3 +143,31 @@ async def test_cancel_stops_the_command_and_kills_nvcc(
     await asyncio.sleep(0.3)
     leftovers = subprocess.run(["pgrep", "-f", CACHE], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
+
+
+@pytest.mark.asyncio
+async def test_kls_cancel_command_stops_a_running_compile(
+    client: LanguageClient, workspace: Path
+) -> None:
+    path = workspace / "cutlass2x_gemm.cu.jinja"
+    path.write_text(path.read_text() + f"\n// cancel {os.getpid()} {id(workspace)}\n")
+    uri = open_doc(client, path)
+    task = asyncio.ensure_future(
+        client.workspace_execute_command_async(
+            lsp.ExecuteCommandParams(command="kls.compile", arguments=[uri, "check"])
+        )
+    )
+    for _ in range(400):
+        reports = [r for rs in client.progress_reports.values() for r in rs]
+        if any(
+            isinstance(r, lsp.WorkDoneProgressReport) and "nvcc" in (r.message or "")
+            for r in reports
+        ):
+            break
+        await asyncio.sleep(0.05)
+    stopped = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command="kls.cancel", arguments=[uri])
+    )
+    assert stopped["cancelled"] == ["compile"]
+    result = await asyncio.wait_for(task, 30)
+    assert result["cancelled"] is True

@@ -34,7 +34,7 @@ const openPreviews = new Map<string, vscode.Uri>();
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("kls");
   statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
-  statusItem.command = "kls.pickInstance";
+  statusItem.command = "kls.statusClick";
   context.subscriptions.push(output, statusItem, previewChanged);
   context.subscriptions.push(
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, {
@@ -43,6 +43,8 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
     vscode.commands.registerCommand("kls.openPreview", openPreview),
     vscode.commands.registerCommand("kls.pickInstance", pickInstance),
+    vscode.commands.registerCommand("kls.statusClick", statusClick),
+    vscode.commands.registerCommand("kls.cancelJobs", cancelJobs),
     vscode.commands.registerCommand("kls.compileActive", () => runJob("kls.compile", "check")),
     vscode.commands.registerCommand("kls.buildActive", () => runJob("kls.compile", "build")),
     vscode.commands.registerCommand("kls.benchmarkActive", () => runJob("kls.benchmark")),
@@ -319,6 +321,31 @@ async function pickInstance(arg?: unknown): Promise<void> {
   for (const key of openPreviews.keys()) {
     previewChanged.fire(vscode.Uri.parse(key));
   }
+}
+
+async function statusClick(): Promise<void> {
+  if (jobs.length === 0) {
+    await pickInstance();
+    return;
+  }
+  const cancel = `Cancel ${jobs.join(", ")}`;
+  const choice = await vscode.window.showQuickPick([cancel, "Select active instance"]);
+  if (choice === cancel) {
+    await cancelJobs();
+  } else if (choice) {
+    await pickInstance();
+  }
+}
+
+async function cancelJobs(): Promise<void> {
+  const uri = templateUri();
+  if (!client || !uri) {
+    return;
+  }
+  await client.sendRequest("workspace/executeCommand", {
+    command: "kls.cancel",
+    arguments: [uri.toString()],
+  });
 }
 
 async function runJob(command: string, mode?: string): Promise<void> {

@@ -442,6 +442,16 @@ def create_server() -> LanguageServer:
             raise JsonRpcInvalidParams("kls.compile: mode is 'check' or 'build'")
         return await compile_active(k, args[0], mode)
 
+    @ls.command("kls.cancel")
+    def cancel_command(*args: Any) -> dict[str, Any]:
+        """Stop the compile and benchmark jobs of a template (what a status-bar Cancel sends)."""
+        if len(args) != 1 or not isinstance(args[0], str):
+            raise JsonRpcInvalidParams("kls.cancel takes arguments [uri]")
+        path = k.path(args[0])
+        assert k.jobs is not None
+        stopped = [kind for kind in ("compile", "bench") if k.jobs.cancel(f"{kind}:{path}")]
+        return {"cancelled": stopped}
+
     @ls.command("kls.benchmark")
     async def benchmark_command(*args: Any) -> dict[str, Any]:
         if len(args) != 1 or not isinstance(args[0], str):

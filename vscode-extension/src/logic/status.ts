@@ -29,7 +29,7 @@ export function statusTooltip(input: StatusInput): string {
   const lines = [`kls language server: ${input.state}`];
   lines.push(input.instance ? `Active instance: ${input.instance} (click to change)` : "No instance: declare one in kls.toml");
   for (const job of input.jobs) {
-    lines.push(`Running: ${job}`);
+    lines.push(`Running: ${job} (click to cancel)`);
   }
   return lines.join("\n");
 }

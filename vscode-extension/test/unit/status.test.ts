@@ -12,6 +12,9 @@ describe("status bar", () => {
       "$(sync~spin) kls: a · check a (+1)",
     );
   });
+  it("offers to cancel running jobs", () => {
+    assert.match(statusTooltip({ instance: "a", state: "running", jobs: ["check a"] }), /check a \(click to cancel\)/);
+  });
   it("says when kls is missing or stopped", () => {
     assert.equal(statusText({ state: "missing", jobs: [] }), "$(warning) kls: not installed");
     assert.equal(statusText({ state: "stopped", jobs: [] }), "$(debug-stop) kls: stopped");
