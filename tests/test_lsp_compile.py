@@ -108,20 +108,19 @@ async def test_compile_command_reports_progress_and_result(
     assert any(isinstance(r, lsp.WorkDoneProgressEnd) for r in reports)
 
 
-@pytest.mark.asyncio
-async def test_cancel_stops_the_command_and_kills_nvcc(
-    client: LanguageClient, workspace: Path
-) -> None:
+async def start_slow_compile(
+    client: LanguageClient, workspace: Path, tag: str
+) -> tuple[asyncio.Future[object], str, object]:
+    """Start an SM80 check whose key is new (so nvcc really runs); wait until nvcc runs.
+    Returns the command's future, the template URI and the progress token."""
     path = workspace / "cutlass2x_gemm.cu.jinja"
-    # A unique comment makes the key new, so nvcc really runs.
-    path.write_text(path.read_text() + f"\n// {os.getpid()} {id(workspace)}\n")
+    path.write_text(path.read_text() + f"\n// {tag} {os.getpid()} {id(workspace)}\n")
     uri = open_doc(client, path)
     task = asyncio.ensure_future(
         client.workspace_execute_command_async(
             lsp.ExecuteCommandParams(command="kls.compile", arguments=[uri, "check"])
         )
     )
-    token = None
     for _ in range(400):
         running = [
             t
@@ -132,14 +131,20 @@ async def test_cancel_stops_the_command_and_kills_nvcc(
             )
         ]
         if running:
-            token = running[-1]
-            break
+            return task, uri, running[-1]
         await asyncio.sleep(0.05)
-    assert token is not None
+    raise AssertionError("nvcc never started")
+
+
+@pytest.mark.asyncio
+async def test_cancel_stops_the_command_and_kills_nvcc(
+    client: LanguageClient, workspace: Path
+) -> None:
+    task, _, token = await start_slow_compile(client, workspace, "progress-cancel")
     await asyncio.sleep(0.5)
     client.window_work_done_progress_cancel(lsp.WorkDoneProgressCancelParams(token=token))
     result = await asyncio.wait_for(task, 30)
-    assert result["cancelled"] is True
+    assert result["cancelled"] is True  # type: ignore[index]
     await asyncio.sleep(0.3)
     leftovers = subprocess.run(["pgrep", "-f", CACHE], capture_output=True, text=True)
     assert leftovers.stdout.strip() == ""
@@ -149,25 +154,10 @@ async def test_cancel_stops_the_command_and_kills_nvcc(
 async def test_kls_cancel_command_stops_a_running_compile(
     client: LanguageClient, workspace: Path
 ) -> None:
-    path = workspace / "cutlass2x_gemm.cu.jinja"
-    path.write_text(path.read_text() + f"\n// cancel {os.getpid()} {id(workspace)}\n")
-    uri = open_doc(client, path)
-    task = asyncio.ensure_future(
-        client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams(command="kls.compile", arguments=[uri, "check"])
-        )
-    )
-    for _ in range(400):
-        reports = [r for rs in client.progress_reports.values() for r in rs]
-        if any(
-            isinstance(r, lsp.WorkDoneProgressReport) and "nvcc" in (r.message or "")
-            for r in reports
-        ):
-            break
-        await asyncio.sleep(0.05)
+    task, uri, _ = await start_slow_compile(client, workspace, "command-cancel")
     stopped = await client.workspace_execute_command_async(
         lsp.ExecuteCommandParams(command="kls.cancel", arguments=[uri])
     )
     assert stopped["cancelled"] == ["compile"]
     result = await asyncio.wait_for(task, 30)
-    assert result["cancelled"] is True
+    assert result["cancelled"] is True  # type: ignore[index]

@@ -65,11 +65,14 @@ def read_template(path: Path) -> tuple[str | None, Finding | None]:
 
 
 class ModelCache:
-    """Parsed models by path; editor text (overrides) wins over the file on disk."""
+    """What one check run shares: parsed models by path (editor text wins over the file on
+    disk) and each instance's checked render, so a main template and its sub-templates, checked
+    one after the other, render an instance once."""
 
     def __init__(self, overrides: dict[Path, str] | None = None) -> None:
         self.overrides = {p.resolve(): t for p, t in (overrides or {}).items()}
         self.models: dict[str, TemplateModel] = {}
+        self.checked: dict[str, tuple[RenderResult, list[Finding]]] = {}
 
     def model(self, path: str) -> TemplateModel | None:
         if path not in self.models:
@@ -86,10 +89,12 @@ class ModelCache:
 
 
 def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderResult, list[Finding]]:
-    result = render(instance, cache.overrides)
-    models = cache.for_render(result)
-    findings = render_findings(result, models) + syntax_findings(result, models)
-    return result, [_tag(f, instance.name) for f in findings]
+    if instance.name not in cache.checked:
+        result = render(instance, cache.overrides)
+        models = cache.for_render(result)
+        findings = render_findings(result, models) + syntax_findings(result, models)
+        cache.checked[instance.name] = (result, [_tag(f, instance.name) for f in findings])
+    return cache.checked[instance.name]
 
 
 def _tag(f: Finding, instance: str) -> Finding:
