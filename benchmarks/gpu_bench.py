@@ -79,18 +79,14 @@ def do_bench_same_library(job: Any, lib_path: Path) -> dict[str, Any]:
         storage.uniform_(-1, 1)
         keep.append(storage)
         pointers[name] = storage.data_ptr()
-    lib = ctypes.CDLL(str(lib_path))
-    fn = getattr(lib, job.symbol)
-    fn.restype = ctypes.c_int
-    n = len(job.params)
-    fn.argtypes = [ctypes.c_void_p] * n + [
-        ctypes.POINTER(ctypes.c_size_t),
-        ctypes.c_void_p,
-        ctypes.c_void_p,
-    ]
+    from kls.bench import marshal
+    from kls.bench.worker import load_entry
+
+    fn = load_entry(str(lib_path), job.symbol, len(job.params))
     stream = torch.cuda.current_stream().cuda_stream
     size = ctypes.c_size_t(0)
-    assert fn(*([None] * n), ctypes.byref(size), None, stream) == 0
+    query = marshal.workspace_query(job.params, ctypes.addressof(size), stream)
+    assert fn(*query.args()) == 0
     workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
     args = [pointers[p] for p in job.params]
 

@@ -267,3 +267,14 @@ def test_kls_bench_without_gpu_is_a_message(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert "no usable NVIDIA GPU/driver" in proc.stdout
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_unwritten_outputs_are_counted_on_logical_elements() -> None:
+    from kls.bench.worker import count_unwritten
+
+    nan = np.float32("nan")
+    dense = np.array([1, 2, nan, 4], dtype=np.float32)
+    assert count_unwritten(HostTensor(TensorJob("Y", [2, 2], [2, 1], "float32"), dense)) == 1
+    # Column stride 2: the odd slots are gaps, never written and never counted.
+    gappy = np.array([1, nan, 2, nan, 3, nan, nan, nan], dtype=np.float32)
+    assert count_unwritten(HostTensor(TensorJob("Y", [2, 2], [4, 2], "float32"), gappy)) == 1

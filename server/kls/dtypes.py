@@ -11,22 +11,21 @@ class DType:
     cpp: str  # what Inductor's DTYPE_TO_CPP emits
     cutlass: str  # what Inductor's DTYPE_TO_CUTLASS_TYPE emits
     size: int  # bytes per element
-    numpy: str  # numpy dtype used by references ("bfloat16" is emulated)
 
 
 DTYPES: dict[str, DType] = {
     d.name: d
     for d in (
-        DType("float32", "float", "float", 4, "float32"),
-        DType("float16", "half", "cutlass::half_t", 2, "float16"),
-        DType("bfloat16", "bfloat16", "cutlass::bfloat16_t", 2, "bfloat16"),
-        DType("float64", "double", "double", 8, "float64"),
-        DType("int8", "int8_t", "int8_t", 1, "int8"),
-        DType("uint8", "uint8_t", "uint8_t", 1, "uint8"),
-        DType("int32", "int32_t", "int32_t", 4, "int32"),
-        DType("int64", "int64_t", "int64_t", 8, "int64"),
-        DType("float8_e4m3fn", "float8_e4m3fn", "cutlass::float_e4m3_t", 1, "uint8"),
-        DType("float8_e5m2", "float8_e5m2", "cutlass::float_e5m2_t", 1, "uint8"),
+        DType("float32", "float", "float", 4),
+        DType("float16", "half", "cutlass::half_t", 2),
+        DType("bfloat16", "bfloat16", "cutlass::bfloat16_t", 2),
+        DType("float64", "double", "double", 8),
+        DType("int8", "int8_t", "int8_t", 1),
+        DType("uint8", "uint8_t", "uint8_t", 1),
+        DType("int32", "int32_t", "int32_t", 4),
+        DType("int64", "int64_t", "int64_t", 8),
+        DType("float8_e4m3fn", "float8_e4m3fn", "cutlass::float_e4m3_t", 1),
+        DType("float8_e5m2", "float8_e5m2", "cutlass::float_e5m2_t", 1),
     )
 }
 

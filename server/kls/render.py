@@ -16,7 +16,14 @@ import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 from jinja2.sandbox import SandboxedEnvironment
 
-from kls.cutlass.ops import EmittedOp, Layouts, OpLookupError, emit_instance, resolve_op_name
+from kls.cutlass.ops import (
+    EmittedOp,
+    Layouts,
+    OpLookupError,
+    emit_instance,
+    expected_ab_layouts,
+    resolve_op_name,
+)
 from kls.findings import Severity
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.runtime.buffers import Buffer
@@ -288,8 +295,6 @@ def _gemm_context(
     a, b, d = _layout_letter(x), _layout_letter(w), _layout_letter(y)
     if a is None or b is None or d is None:
         raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
-    from kls.cutlass.ops import expected_ab_layouts
-
     expected = expected_ab_layouts(name)
     if expected is not None and expected != (a, b):
         raise _ConfigProblem(

@@ -37,13 +37,6 @@ class SourceMap:
             return self.origins[rendered_line]
         return None
 
-    def rendered_lines(self, path: str, line: int) -> list[int]:
-        return [
-            i
-            for i, o in enumerate(self.origins)
-            if o is not None and (o.path, o.line) == (path, line)
-        ]
-
     def line_directives(self, text: str) -> str:
         """The text with `#line N "file"` before each jump, for nvcc's own messages."""
         out: list[str] = []

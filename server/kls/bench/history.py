@@ -3,6 +3,7 @@ restart and show the change against the last run."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -10,6 +11,15 @@ from kls.bench.report import BenchReport
 from kls.cache_dir import write_atomic
 
 KEEP = 50
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: Path, mtime_ns: int, size: int) -> tuple[BenchReport, ...]:
+    """One file version, parsed once: the server reads the history on every publish."""
+    try:
+        return tuple(BenchReport.from_json(d) for d in json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return ()
 
 
 class History:
@@ -21,11 +31,12 @@ class History:
         return self.folder / f"{safe}.json"
 
     def load(self, instance: str) -> list[BenchReport]:
+        path = self.path(instance)
         try:
-            data = json.loads(self.path(instance).read_text())
-            return [BenchReport.from_json(d) for d in data]
-        except (OSError, ValueError, TypeError):
+            stat = path.stat()
+        except OSError:
             return []
+        return list(_read(path, stat.st_mtime_ns, stat.st_size))
 
     def last(self, instance: str, ok_only: bool = True) -> BenchReport | None:
         runs = [r for r in self.load(instance) if r.ok or not ok_only]

@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from kls.bench.job import BenchJob
+from kls.dtypes import lookup_dtype
 
 # Dense tensor-core peaks (TFLOP/s) by device-name fragment and dtype: datasheet numbers.
 PEAK_TFLOPS = {
@@ -71,8 +72,9 @@ class BenchReport:
 def work(job: BenchJob) -> tuple[float, float]:
     """(floating-point operations, bytes moved at least once) of one launch."""
     out = job.output()
-    elem = {"bfloat16": 2, "float16": 2, "float32": 4, "float64": 8}
-    moved = float(sum(t.storage_elements * elem.get(t.dtype, 4) for t in job.tensors.values() if t))
+    moved = float(
+        sum(t.storage_elements * _element_size(t.dtype) for t in job.tensors.values() if t)
+    )
     if job.reference == "gemm":
         x = job.tensors["X"]
         assert x is not None
@@ -81,6 +83,13 @@ def work(job: BenchJob) -> tuple[float, float]:
             m_n *= s
         return 2.0 * m_n * x.shape[-1], moved
     return 0.0, moved
+
+
+def _element_size(dtype: str) -> int:
+    found = lookup_dtype(dtype)
+    if found is None:
+        raise ValueError(f"unknown dtype {dtype}")
+    return found.size
 
 
 def build_report(instance: str, job: BenchJob, result: dict[str, Any]) -> BenchReport:

@@ -15,7 +15,7 @@ from kls.bench.report import BenchReport, build_report
 from kls.bench.runner import run_worker
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
-from kls.render import RenderResult, render
+from kls.render import RenderResult
 
 Progress = Callable[[str], None]
 
@@ -81,12 +81,10 @@ def benchmark_instance(
     previous = history.last(instance.name)
     say(f"building {instance.name}")
     built = compile_instance(instance, options.compile, overrides, cancel)
-    if not built.ok or built.artifact is None:
+    rendered = built.rendered
+    if not built.ok or built.artifact is None or rendered is None or rendered.text is None:
         first = built.errors[0].format_line() if built.errors else "build failed"
         return _failed(instance, f"build failed: {first}", history)
-    rendered = render(instance, overrides)
-    if rendered.text is None:
-        return _failed(instance, "the instance does not render", history)
     if instance.reference == "none":
         return _failed(
             instance,

@@ -19,7 +19,7 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob
-from kls.bench.numerics import STORAGE, supported, uniform_storage
+from kls.bench.numerics import STORAGE, supported, to_float64, uniform_storage
 from kls.bench.reference import HostTensor, verify_gemm, verify_softmax
 from kls.bench.stats import should_stop, summarize
 
@@ -260,17 +260,15 @@ def verify(
 
 
 def count_unwritten(y: HostTensor) -> int:
-    """NaNs at the logical elements of the output (its strides may leave gaps in storage)."""
-    from kls.bench.numerics import to_float64
-
-    idx = (
-        np.indices(y.spec.shape).reshape(len(y.spec.shape), -1).T
-        if np.prod(y.spec.shape) <= 1 << 16
-        else None
-    )
-    if idx is not None:
-        return int(np.count_nonzero(np.isnan(y.gather(idx))))
-    return int(np.count_nonzero(np.isnan(to_float64(y.storage, y.spec.dtype))))
+    """NaNs (still poison) at the logical elements of the output."""
+    numel = int(np.prod(y.spec.shape))
+    if numel == y.spec.storage_elements - y.spec.offset:
+        # Dense (any order): every storage slot after the offset is one element.
+        dense = y.storage[y.spec.offset :]
+        return int(np.count_nonzero(np.isnan(to_float64(dense, y.spec.dtype))))
+    # Gaps or broadcast dimensions: look at the logical elements only.
+    index = np.indices(y.spec.shape).reshape(len(y.spec.shape), -1).T
+    return int(np.count_nonzero(np.isnan(y.gather(index))))
 
 
 def describe_failure(v: Any) -> str:

@@ -17,7 +17,6 @@ class HelperSig:
     name: str
     params: tuple[Param, ...]
     doc: str
-    needs_def_kernel: bool = False
 
     @property
     def label(self) -> str:
@@ -39,9 +38,7 @@ HELPERS: dict[tuple[str, str], HelperSig] = {
             "Declare the exported C function. `names_str` names inputs then outputs, "
             "positionally; C parameters follow `input_reorder`; returns the signature.",
         ),
-        HelperSig(
-            "kernel", "ptr", _p("node"), "The C parameter name of a buffer (+ offset).", True
-        ),
+        HelperSig("kernel", "ptr", _p("node"), "The C parameter name of a buffer (+ offset)."),
         HelperSig(
             "kernel",
             "size",
@@ -59,7 +56,6 @@ HELPERS: dict[tuple[str, str], HelperSig] = {
             "check_not_null",
             _p("node"),
             "C code that throws if the buffer's pointer is null and its size > 0.",
-            True,
         ),
         HelperSig(
             "kernel",
@@ -69,7 +65,7 @@ HELPERS: dict[tuple[str, str], HelperSig] = {
         ),
         HelperSig("kernel", "dtype", _p("node"), "The C element type ('void' for None)."),
         HelperSig("kernel", "offset", _p("node"), "The buffer's storage offset."),
-        HelperSig("kernel", "arg_name", _p("node"), "The registered C name, or None.", True),
+        HelperSig("kernel", "arg_name", _p("node"), "The registered C name, or None."),
         HelperSig("template", "header", (), "Includes, as an IndentedBuffer: call .getvalue()."),
         HelperSig("template", "globals", (), "PT_EXPORT and helpers, as an IndentedBuffer."),
         HelperSig(

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kls.checks.rendered import Models, render_findings
+from kls.checks.rendered import render_findings
 from kls.checks.run import ModelCache
 from kls.compile.cache import CompileCache, Entry, compile_key
 from kls.compile.command import MODES, nvcc_command
@@ -21,7 +21,7 @@ from kls.compile.toolchain import Toolchain, ToolchainError, find_toolchain
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.positions import Range
-from kls.render import render
+from kls.render import RenderResult, render
 
 SOURCE_NAME = "kernel.cu"
 
@@ -53,6 +53,7 @@ class CompileResult:
     artifact: Path | None = None
     command: list[str] = field(default_factory=list)
     key: str | None = None
+    rendered: RenderResult | None = None  # the render that was compiled (its C parameters too)
 
     @property
     def errors(self) -> list[Finding]:
@@ -77,9 +78,9 @@ def compile_instance(
         result.findings.append(_at_entry(instance, exc.code, str(exc)))
         return result
     rendered = render(instance, overrides)
+    result.rendered = rendered
     if not rendered.ok or rendered.text is None:
-        models = ModelCache(overrides).for_render(rendered)
-        result.findings = render_findings(rendered, Models(models.by_path))
+        result.findings = render_findings(rendered, ModelCache(overrides).for_render(rendered))
         return result
     cache = cache or CompileCache()
     source_text = rendered.text + "\n"

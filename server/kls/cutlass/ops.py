@@ -21,7 +21,6 @@ from kls.cache_dir import cache_dir, write_atomic
 from kls.suggest import did_you_mean
 
 _LOCK = threading.Lock()
-_FAMILIES = ("sm90", "sm80")
 
 
 class OpLookupError(Exception):

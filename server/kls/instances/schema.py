@@ -28,20 +28,6 @@ class TensorSpec:
     def rank(self) -> int:
         return len(self.shape)
 
-    @property
-    def numel(self) -> int:
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
-    def storage_elements(self) -> int:
-        """Elements the storage must hold: 1 + the largest reachable index."""
-        if any(s == 0 for s in self.shape):
-            return 0
-        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.shape, self.stride))
-
     def describe(self) -> str:
         shape = "x".join(str(s) for s in self.shape)
         return f"{self.dtype.name}[{shape}] stride=({', '.join(str(s) for s in self.stride)})"

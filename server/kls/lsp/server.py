@@ -47,6 +47,7 @@ class DocState:
     changed: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     result: CheckResult | None = None
+    result_generation: int = -1  # the generation `result` was computed for
 
 
 class KlsProtocol(LanguageServerProtocol):
@@ -115,10 +116,9 @@ class KlsServer:
         return {self.path(uri): self.text(uri) for uri in self.docs}
 
     # -- checking ---------------------------------------------------------------------------
-    def check_now(self, uri: str, text: str | None = None) -> CheckResult:
+    def check_now(self, uri: str) -> CheckResult:
         path = self.path(uri)
-        text = self.text(uri) if text is None else text
-        return check_file(path, text, self.instances(path), ModelCache(self.overrides()))
+        return check_file(path, self.text(uri), self.instances(path), ModelCache(self.overrides()))
 
     def schedule(self, uri: str, version: int) -> None:
         """Check now if no check of this document runs; else the running one re-checks the
@@ -168,6 +168,7 @@ class KlsServer:
                 if state.generation != generation:
                     break  # superseded while running: check the newest inputs instead
                 state.result = result
+                state.result_generation = generation
                 self.publish(uri)
                 if only is not None:
                     self.refresh_previews(path)
@@ -250,11 +251,19 @@ class KlsServer:
         if lens is not None and lens.refresh_support:
             self.ls.workspace_code_lens_refresh(None)
 
-    def render_active(self, path: Path) -> RenderResult | None:
+    async def active_render(self, uri: str) -> RenderResult | None:
+        """The active instance's render for the current text: the last check's when it is up
+        to date, else a fresh one (off the event loop)."""
+        path = self.path(uri)
         spec = self.active_instance(path)
         if spec is None:
             return None
-        return render(spec, self.overrides())
+        state = self.docs.get(uri)
+        if state and state.result and state.result_generation == state.generation:
+            checked = state.result.renders.get(spec.name)
+            if checked is not None:
+                return checked
+        return await asyncio.to_thread(render, spec, self.overrides())
 
 
 def create_server() -> LanguageServer:
@@ -361,7 +370,7 @@ def create_server() -> LanguageServer:
         uri = params.text_document.uri
         path = k.path(uri)
         model = parse_template(k.text(uri))
-        result = await asyncio.to_thread(k.render_active, path)
+        result = await k.active_render(uri)
         return features.hover(model, from_lsp_position(params.position), result, path)
 
     @ls.feature(
