@@ -14,7 +14,6 @@ from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
-from jinja2.sandbox import SandboxedEnvironment
 
 from kls.cutlass.ops import (
     EmittedOp,
@@ -30,10 +29,18 @@ from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
 from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
 from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
-from kls.sourcemap import FileIds, SourceMap, SourceMapExtension, strip_markers
+from kls.sandbox.policy import AllowlistSandbox, SandboxLimit
+from kls.sourcemap import (
+    Origin,
+    OutputRecorder,
+    SourceMap,
+    SourceMapCodeGenerator,
+    Where,
+    line_origins,
+)
 
-# Process-wide, so compiled template code (which embeds file ids in its markers) can be reused.
-FILE_IDS = FileIds()
+# Compiled template code, process-wide (it holds no per-render state: the source-map positions
+# it records are constants, and the recorder is the environment's).
 _CODE_CACHE: dict[tuple[str, str, bool], Any] = {}
 _CODE_CACHE_SIZE = 128
 
@@ -66,17 +73,23 @@ class RenderResult:
         return self.text is not None
 
 
-class KlsEnvironment(SandboxedEnvironment):
-    """Sandboxed, StrictUndefined, source-mapped and time-bounded."""
+class KlsEnvironment(AllowlistSandbox):
+    """Sandboxed (an allowlist of the documented API), StrictUndefined, source-mapped and
+    time-bounded."""
 
     def __init__(self, loader: jinja2.BaseLoader | None, deadline: float, mark: bool) -> None:
         super().__init__(
             undefined=jinja2.StrictUndefined,
-            extensions=[SourceMapExtension] if mark else [],
             loader=loader,
             autoescape=False,
         )
-        self.kls_file_ids = FILE_IDS
+        # Source map (kls.sourcemap): compiled code reports each output write's position to
+        # `kls_out`, out of band; the rendered text is exactly plain Jinja's either way.
+        self.kls_mark = mark
+        self.kls_recorder = OutputRecorder()
+        self.kls_out = self.kls_recorder.out
+        if mark:
+            self.code_generator_class = SourceMapCodeGenerator
         self.deadline = deadline
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:
@@ -101,6 +114,7 @@ class _Renderer:
         self.compiled: dict[str, jinja2.Template] = {}
         self.files: list[str] = []
         self.size = 0
+        self.sub_maps: dict[str, list[Origin | None]] = {}
 
     def read(self, path: Path) -> str:
         resolved = path.resolve()
@@ -122,8 +136,7 @@ class _Renderer:
     def _code(self, source: str, path: str) -> Any:
         """Compiled Python code for a template text, shared across renders (compiling is the
         most expensive step of a warm render)."""
-        mark = bool(self.env.extensions)
-        key = (path, source, mark)
+        key = (path, source, self.env.kls_mark)
         code = _CODE_CACHE.get(key)
         if code is None:
             code = self.env.compile(source, name=path, filename=path)
@@ -133,20 +146,33 @@ class _Renderer:
         self.files.append(path)
         return code
 
-    def generate(self, template: jinja2.Template, context: dict[str, Any]) -> str:
+    def generate(
+        self, template: jinja2.Template, context: dict[str, Any]
+    ) -> tuple[str, list[Origin | None] | None]:
+        """The rendered text (exactly plain Jinja's) and, when marking, each line's origin."""
         chunks: list[str] = []
+        wheres: list[Where | None] = []
+        take = self.env.kls_recorder.take
+        take()  # a position left over from a render that raised
         for chunk in template.generate(context):
             chunks.append(chunk)
+            wheres.append(take())
             self.size += len(chunk)
             if self.size > self.limits.max_bytes:
                 raise LimitExceeded("size")
             if time.monotonic() > self.env.deadline:
                 raise LimitExceeded("time")
-        return "".join(chunks)
+        text = "".join(chunks)
+        if not self.env.kls_mark:
+            return text, None
+        return text, line_origins(chunks, wheres, self.sub_maps)
 
     def render_sub(self, source: str, context: dict[str, Any]) -> str:
         path = self.text_to_path.get(source, "<sub-template>")
-        return self.generate(self.compile(source, path), context)
+        text, origins = self.generate(self.compile(source, path), context)
+        if origins is not None:
+            self.sub_maps[text] = origins
+        return text
 
 
 def render(
@@ -167,7 +193,7 @@ def render(
     try:
         context = _context(r, instance, result)
         source = r.read(instance.template)
-        marked = r.generate(r.compile(source, main_path), context)
+        text, origins = r.generate(r.compile(source, main_path), context)
     except RenderAbort:
         pass
     except (OpLookupError, _ConfigProblem) as exc:
@@ -190,6 +216,16 @@ def render(
                 _site_from_traceback(exc, r),
             )
         )
+    except (SandboxLimit, MemoryError) as exc:
+        what = str(exc) if isinstance(exc, SandboxLimit) else "rendering ran out of memory"
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT104",
+                Severity.ERROR,
+                f"{what}; is a value or loop unbounded?",
+                _site_from_traceback(exc, r),
+            )
+        )
     except TemplateSyntaxError as exc:
         site = Site(exc.filename or main_path, max((exc.lineno or 1) - 1, 0))
         r.recorder.findings.append(
@@ -205,7 +241,18 @@ def render(
                 "KT105", Severity.ERROR, f"cannot read template: {exc}", Site(main_path, 0)
             )
         )
-    except (SecurityError, RecursionError, Exception) as exc:  # a template that raises
+    except SecurityError as exc:
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT106",
+                Severity.ERROR,
+                f"the sandbox refused this: {str(exc.message or exc).rstrip('.')}; templates "
+                "may use only the documented API of their profile (`kls rules`, "
+                "docs/SECURITY.md)",
+                _site_from_traceback(exc, r),
+            )
+        )
+    except (RecursionError, Exception) as exc:  # a template that raises
         name = type(exc).__name__
         r.recorder.findings.append(
             RuntimeFinding(
@@ -216,7 +263,8 @@ def render(
             )
         )
     else:
-        result.text, result.source_map = strip_markers(marked, FILE_IDS.paths)
+        result.text = text
+        result.source_map = SourceMap(origins) if origins is not None else None
         result.params = r.kernel.params()
     mapped = {o.path for o in result.source_map.origins if o} if result.source_map else set()
     result.files = list(dict.fromkeys([*r.files, *sorted(mapped)]))

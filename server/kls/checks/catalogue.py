@@ -36,6 +36,12 @@ RULES: dict[str, Rule] = {
         Rule("KT103", "render-raised", _E, "rendering raised an exception"),
         Rule("KT104", "render-limit", _E, "rendering ran past the time or size bound"),
         Rule("KT105", "unreadable-template", _E, "the template is not UTF-8 or cannot be read"),
+        Rule(
+            "KT106",
+            "sandbox-refused",
+            _E,
+            "the template reached for something outside its profile's documented API",
+        ),
         Rule("KT201", "names-count", _E, "names_str count differs from inputs + outputs"),
         Rule("KT202", "reorder-length", _E, "input_reorder length differs from inputs"),
         Rule("KT203", "reorder-permutation", _E, "input_reorder is not a permutation"),

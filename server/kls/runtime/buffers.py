@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from kls.instances.schema import TensorSpec
 
@@ -10,6 +11,8 @@ from kls.instances.schema import TensorSpec
 @dataclass(frozen=True, eq=False)
 class Buffer:
     """Identity is the object: the same tensor passed twice is one buffer (Inductor's dedup)."""
+
+    TEMPLATE_API: ClassVar[frozenset[str]] = frozenset({"get_name", "name", "shape", "stride"})
 
     spec: TensorSpec
     stride: tuple[int, ...]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from kls.findings import Severity
 from kls.runtime.buffers import Buffer
@@ -62,6 +62,22 @@ def _normalize(index: int, total: int) -> int:
 
 class Kernel:
     """The `kernel` object a template sees."""
+
+    # What a template may reach (the sandbox refuses everything else): Inductor's helpers.
+    TEMPLATE_API: ClassVar[frozenset[str]] = frozenset(
+        {
+            "def_kernel",
+            "arg_name",
+            "ptr",
+            "check_not_null",
+            "size",
+            "stride",
+            "row_or_column_stride",
+            "dtype",
+            "offset",
+            "kernel_name",
+        }
+    )
 
     def __init__(self, name: str, recorder: Recorder) -> None:
         self.kernel_name = name

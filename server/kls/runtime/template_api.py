@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import Kernel
@@ -78,6 +78,8 @@ using namespace cute;
 class IndentedBuffer:
     """What `header()`/`globals()` return: the template must call `.getvalue()`."""
 
+    TEMPLATE_API: ClassVar[frozenset[str]] = frozenset({"getvalue"})
+
     def __init__(self, text: str) -> None:
         self._text = text
 
@@ -90,6 +92,8 @@ class IndentedBuffer:
 
 class TemplateAPI:
     """The `template` object of a plain CUDA template."""
+
+    TEMPLATE_API: ClassVar[frozenset[str]] = frozenset({"header", "globals"})
 
     headers: tuple[str, ...] = (CUDA_HEADER,)
     global_parts: tuple[str, ...] = (CUDA_GLOBALS,)
@@ -113,6 +117,13 @@ SubRender = Callable[[str, dict[str, Any]], str]
 
 class GemmTemplateAPI(TemplateAPI):
     """The `template` object of a CUTLASS GEMM template (CUTLASSGemmTemplate)."""
+
+    TEMPLATE_API: ClassVar[frozenset[str]] = TemplateAPI.TEMPLATE_API | {
+        "cute_int",
+        "cutlass_type_cast",
+        "gemm_mode",
+        "render_gemm_arguments",
+    }
 
     headers = (CUDA_HEADER, CUTLASS_HEADER, GEMM_HEADER)
     global_parts = (CUDA_GLOBALS, CUTLASS_GLOBALS)
