@@ -1,25 +1,37 @@
 """Source maps: for every rendered line, the template file and line that produced it.
 
-Jinja has no source maps. kls plants an invisible marker at the start of every template data
-chunk, before every `{{`, and after every newline inside a chunk, *after* Jinja's lexer has
-applied whitespace control
-(`{%-`, `-%}`), so markers never change what is stripped. Expression output (`{{ ... }}`) carries
-no markers and inherits the line of the text before it: the line of the expression. Sub-templates
-plant markers with their own file id, so their lines map home through the main output.
+Jinja has no source maps, and kls must not change what a template renders (not even in a
+filter, a `set` block or a macro's `caller()`), so the map is taken out of band: kls compiles
+templates with `SourceMapCodeGenerator`, Jinja's code generator with one change. Every write
+that goes straight to the output stream (a frame without a buffer) becomes
+`yield environment.kls_out(WHERE, value)`, where WHERE is a constant `(path, line, kind)`: the
+file, the 0-based template line where the written node starts, and whether the value is
+template data (whose newlines are the template's own, so line k of it is template line
+`line + k`) or the value of an expression or block (all of whose lines map to `line`).
+`kls_out` stores WHERE and returns the value unchanged; the consumer of the stream
+(`render._Renderer.generate`) takes the stored WHERE with each chunk it receives. The template
+never sees any of this: the text of every chunk, buffer and filter argument is exactly plain
+Jinja's.
+
+Writes into buffers (`{% set %}` blocks, `{% filter %}` bodies, macros, `caller()`) carry no
+position; their text reaches the output as the value of the statement or expression that emits
+it (`{{ body }}`, `{{ m() }}`, `{% filter %}`, `{% call %}`), so those lines map to that
+statement's line. Included templates write to the stream with their own path. Sub-templates
+rendered by a runtime helper (`template.render_gemm_arguments`) return a string; when an
+expression emits exactly that string, its lines map into the sub-template (`subs`).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from jinja2.ext import Extension
-from jinja2.lexer import Token, TokenStream
+from jinja2 import nodes
+from jinja2.compiler import CodeGenerator, Frame
 
-MARK_OPEN, MARK_CLOSE = "\x1e", "\x1f"
-MARKER = re.compile("\x1e(\\d+):(\\d+)\x1f")
-LEADING_MARKERS = re.compile("(?:\x1e\\d+:\\d+\x1f)+")
+DATA, EXPR = 0, 1  # the kind of a write (see module docstring)
+Where = tuple[str, int, int]  # (path, 0-based template line, kind)
 
 
 @dataclass(frozen=True)
@@ -55,65 +67,152 @@ def _continues_directive(out: list[str]) -> bool:
     return bool(out) and out[-1].endswith("\\")
 
 
-class FileIds:
-    """Small integers for file paths, so markers stay short."""
+class OutputRecorder:
+    """The instrumented code's `environment.kls_out`: holds the position of the chunk that is
+    about to be yielded until the stream's consumer takes it."""
+
+    __slots__ = ("pending",)
 
     def __init__(self) -> None:
-        self.paths: list[str] = []
-        self._ids: dict[str, int] = {}
+        self.pending: Where | None = None
 
-    def id_of(self, path: str) -> int:
-        if path not in self._ids:
-            self._ids[path] = len(self.paths)
-            self.paths.append(path)
-        return self._ids[path]
+    def out(self, where: Where, value: Any) -> Any:
+        self.pending = where
+        return value
+
+    def take(self) -> Where | None:
+        where, self.pending = self.pending, None
+        return where
 
 
-class SourceMapExtension(Extension):
-    """Plants line markers in data tokens (see module docstring)."""
+_BODY_STREAM = "yield from template._get_default_module()._body_stream"
 
-    def filter_stream(self, stream: TokenStream) -> Iterator[Token]:
-        ids: FileIds | None = getattr(self.environment, "kls_file_ids", None)
-        path = stream.filename or stream.name or "<template>"
-        for token in stream:
-            if ids is None:
-                yield token
-            elif token.type == "data":
-                yield Token(
-                    token.lineno, "data", mark(token.value, ids.id_of(path), token.lineno - 1)
-                )
-            elif token.type == "variable_begin":
-                # Expression output starts on the expression's line, even with no text before.
-                yield Token(token.lineno, "data", mark("", ids.id_of(path), token.lineno - 1))
-                yield token
+
+class SourceMapCodeGenerator(CodeGenerator):
+    """Jinja's code generator, with each direct output write wrapped in `kls_out` (see module
+    docstring). The generated code computes the same values in the same order."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._kls_path = self.filename or self.name or "<template>"
+        self._kls_wrapped: list[bool] = []
+        self._kls_include: tuple[nodes.Include, Frame] | None = None
+
+    def _kls_where(self, node: nodes.Node, kind: int) -> str:
+        # An expression starts at its first token, which may lie on an earlier line than the
+        # node Jinja gives it (a filter's line is the `|`'s, a call's the `(`'s).
+        line = node.lineno
+        if kind == EXPR:
+            line = min([line, *(n.lineno for n in node.find_all(nodes.Node) if n.lineno)])
+        return repr((self._kls_path, line - 1, kind))
+
+    def visit_Output(self, node: nodes.Output, frame: Frame) -> None:
+        if frame.buffer is not None:
+            super().visit_Output(node, frame)
+            return
+        # Jinja's visit_Output for a frame without a buffer, one write per child (Jinja joins
+        # adjacent constants, which would lose where each starts).
+        if frame.require_output_check:
+            if self.has_known_extends:
+                return
+            self.writeline("if parent_template is None:")
+            self.indent()
+        finalize = self._make_finalize()
+        for child in node.nodes:
+            kind = DATA if isinstance(child, nodes.TemplateData) else EXPR
+            where = self._kls_where(child, kind)
+            try:
+                if not (finalize.const or kind == DATA):
+                    raise nodes.Impossible()
+                const = self._output_child_to_const(child, frame, finalize)
+            except (nodes.Impossible, Exception):
+                self.writeline(f"yield environment.kls_out({where}, ", child)
+                self._output_child_pre(child, frame, finalize)
+                self.visit(child, frame)
+                self._output_child_post(child, frame, finalize)
+                self.write(")")
             else:
-                yield token
+                val = self._output_const_repr([const])
+                self.writeline(f"yield environment.kls_out({where}, {val})")
+        if frame.require_output_check:
+            self.outdent()
+
+    def start_write(self, frame: Frame, node: nodes.Node | None = None) -> None:
+        # `{% filter %}`, `{% call %}` and recursive loops write their buffer's value here.
+        wrap = frame.buffer is None and node is not None
+        self._kls_wrapped.append(wrap)
+        if wrap:
+            assert node is not None
+            self.writeline(f"yield environment.kls_out({self._kls_where(node, EXPR)}, ", node)
+        else:
+            super().start_write(frame, node)
+
+    def end_write(self, frame: Frame) -> None:
+        if self._kls_wrapped.pop():
+            self.write(")")
+        else:
+            super().end_write(frame)
+
+    def visit_Include(self, node: nodes.Include, frame: Frame) -> None:
+        self._kls_include = (node, frame)
+        try:
+            super().visit_Include(node, frame)
+        finally:
+            self._kls_include = None
+
+    def writeline(self, x: str, node: nodes.Node | None = None, extra: int = 0) -> None:
+        include = self._kls_include
+        if x == _BODY_STREAM and include is not None and include[1].buffer is None:
+            # `{% include ... without context %}` replays a cached module's chunks, whose
+            # positions were taken when the module rendered: they map to the include.
+            where = self._kls_where(include[0], EXPR)
+            x = f"for event in {x[len('yield from ') :]}: yield environment.kls_out({where}, event)"
+        super().writeline(x, node, extra)
 
 
-def mark(text: str, file_id: int, line: int) -> str:
-    parts = text.split("\n")
-    out = [f"{MARK_OPEN}{file_id}:{line}{MARK_CLOSE}{parts[0]}"]
-    for offset, part in enumerate(parts[1:], start=1):
-        out.append(f"{MARK_OPEN}{file_id}:{line + offset}{MARK_CLOSE}{part}")
-    return "\n".join(out)
-
-
-def strip_markers(marked: str, files: list[str]) -> tuple[str, SourceMap]:
-    """Remove markers; each rendered line takes the marker at its start, else the last seen."""
+def line_origins(
+    chunks: list[str], wheres: list[Where | None], subs: dict[str, list[Origin | None]]
+) -> list[Origin | None]:
+    """The origin of each line of `"".join(chunks)`: the origin of the line's first character
+    (its newline, for an empty line). `wheres[i]` is where chunk i was written; None continues
+    the previous chunk's position. `subs` maps a sub-template's output to its own origins."""
     origins: list[Origin | None] = []
-    lines: list[str] = []
-    current: Origin | None = None
-    for raw in marked.split("\n"):
-        # The last of the markers before any visible text says where the line comes from.
-        leading = LEADING_MARKERS.match(raw)
-        line_origin = current
-        if leading is not None:
-            fid, line = MARKER.findall(leading.group(0))[-1]
-            line_origin = Origin(files[int(fid)], int(line))
-        all_marks = MARKER.findall(raw)
-        if all_marks:
-            fid, line = all_marks[-1]
-            current = Origin(files[int(fid)], int(line))
-        origins.append(line_origin)
-        lines.append(MARKER.sub("", raw))
-    return "\n".join(lines), SourceMap(origins)
+    at_start = True
+    end: Origin | None = None  # where the previous chunk ended
+    cache: dict[tuple[str, int], Origin] = {}
+
+    def at(path: str, line: int) -> Origin:
+        key = (path, line)
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = Origin(path, line)
+        return found
+
+    for chunk, where in zip(chunks, wheres, strict=True):
+        if not chunk:
+            if where is not None:
+                end = at(where[0], where[1])
+            continue
+        newlines = chunk.count("\n")
+        # The origin of each line of this chunk: index k is the line after the k-th newline.
+        lines: Iterable[Origin | None]
+        if where is None:
+            lines = [end] * (newlines + 1)
+        elif where[2] == DATA:
+            lines = [at(where[0], where[1] + k) for k in range(newlines + 1)]
+        else:
+            sub = subs.get(chunk)
+            if sub is not None and len(sub) >= newlines + 1:
+                lines = sub[: newlines + 1]
+            else:
+                lines = [at(where[0], where[1])] * (newlines + 1)
+        line_list = list(lines)
+        first = 0 if at_start else 1
+        ends_line = chunk.endswith("\n")
+        last = newlines if not ends_line else newlines - 1
+        origins.extend(line_list[first : last + 1])
+        at_start = ends_line
+        end = line_list[-1]
+    if at_start:
+        origins.append(end)
+    return origins
