@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -212,8 +215,13 @@ def cmd_compile(args: argparse.Namespace) -> int:
     spec = _selected_instance(args)
     if spec is None:
         return EXIT_USAGE
+    _kill_children_on_exit(exit_now=False)
     options = CompileOptions(
-        mode=args.mode, nvcc=args.nvcc, arch=args.arch, opt_level=args.opt, timeout_s=args.timeout
+        mode=args.mode,
+        nvcc=_absolute_if_path(args.nvcc),
+        arch=args.arch,
+        opt_level=args.opt,
+        timeout_s=args.timeout,
     )
     with Spinner(f"kls: {args.mode} {spec.name}") as spinner:
         result = compile_instance(spec, options, on_nvcc_start=spinner.start_nvcc)
@@ -230,6 +238,31 @@ def cmd_compile(args: argparse.Namespace) -> int:
         shutil.copyfile(result.artifact, args.output)
         print(f"kls: wrote {args.output}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _absolute_if_path(program: str) -> str:
+    """`./tools/nvcc` means the one under the current folder, though nvcc runs elsewhere."""
+    return os.path.abspath(program) if os.sep in program else program
+
+
+def _kill_children_on_exit(exit_now: bool) -> None:
+    """nvcc runs in its own process group, out of reach of the terminal's Ctrl-C and of a
+    signal sent to kls: kill those groups however kls ends. Ctrl-C in `kls compile` unwinds
+    (KeyboardInterrupt kills the running nvcc); SIGTERM and SIGHUP kill the children first.
+    `exit_now` (the server) leaves at once: pygls's shutdown would wait on its stdin reader."""
+    from kls.compile.run import kill_children
+
+    atexit.register(kill_children)
+
+    def on_signal(signum: int, frame: object) -> None:
+        kill_children()
+        if exit_now:
+            os._exit(128 + signum)
+        raise SystemExit(128 + signum)
+
+    signals = [signal.SIGTERM, signal.SIGHUP] + ([signal.SIGINT] if exit_now else [])
+    for signum in signals:
+        signal.signal(signum, on_signal)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -289,7 +322,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:  # pragma: no cover - packaging problem
         print(f"kls: the language server is unavailable: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    return serve(args.tcp)
+    from kls.compile.run import kill_children
+
+    _kill_children_on_exit(exit_now=True)
+    try:
+        return serve(args.tcp)
+    finally:
+        kill_children()
 
 
 if __name__ == "__main__":

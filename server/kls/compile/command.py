@@ -29,9 +29,17 @@ def nvcc_command(
     output: Path,
     opt_level: str = "-O1",
     extra: tuple[str, ...] = (),
+    project_dir: Path | None = None,
+    deps: Path | None = None,
 ) -> list[str]:
+    """`project_dir` (the template's folder) comes first on the include path, so
+    `#include "x.cuh"` finds the header next to the template; nvcc writes the files the compile
+    read to `deps` (make syntax), which the cache checks on every hit."""
     arch = normalize_arch(arch)
-    includes = [f"-I{d}" for d in tc.include_dirs()]
+    dirs = ([project_dir] if project_dir is not None else []) + tc.include_dirs()
+    includes = [f"-I{d}" for d in dirs]
+    if deps is not None:
+        includes += ["-MD", "-MF", str(deps)]
     if mode == "check":
         return [
             tc.nvcc,

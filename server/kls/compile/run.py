@@ -1,4 +1,9 @@
-"""Compile one instance: render, look up the cache, run nvcc (cancellable, bounded), map errors."""
+"""Compile one instance: render, look up the cache, run nvcc (cancellable, bounded), map errors.
+
+nvcc runs in its own process group (it starts cicc, ptxas and gcc); every running group is in
+`CHILDREN`, so a cancel, a timeout, Ctrl-C or kls exiting kills the whole group, and a compile
+that was killed is never cached.
+"""
 
 from __future__ import annotations
 
@@ -14,20 +19,67 @@ from pathlib import Path
 
 from kls.checks.rendered import render_findings
 from kls.checks.run import ModelCache
-from kls.compile.cache import CompileCache, Entry, compile_key
+from kls.compile.cache import (
+    CompileCache,
+    CompileCancelled,
+    DepRoots,
+    Entry,
+    compile_key,
+    record_deps,
+)
 from kls.compile.command import MODES, nvcc_command
 from kls.compile.diagnostics import map_messages, parse_nvcc
-from kls.compile.toolchain import Toolchain, ToolchainError, find_toolchain
+from kls.compile.toolchain import Toolchain, ToolchainError, find_toolchain, nvcc_environment
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.positions import Range
-from kls.render import RenderResult, render
+from kls.render import RenderResult
+from kls.sandbox.workers import render_isolated
 
 SOURCE_NAME = "kernel.cu"
+DEPS_NAME = "kernel.d"
+
+__all__ = ["CHILDREN", "CompileCancelled", "CompileOptions", "CompileResult", "compile_instance"]
 
 
-class CompileCancelled(Exception):
-    pass
+class ChildGroups:
+    """The process groups of the nvccs running now, so exit paths can kill them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._groups: set[int] = set()
+        self._closed = False
+
+    def add(self, pgid: int) -> bool:
+        """Track a new group; False once kls is exiting (the caller kills it)."""
+        with self._lock:
+            if not self._closed:
+                self._groups.add(pgid)
+            return not self._closed
+
+    def discard(self, pgid: int) -> None:
+        with self._lock:
+            self._groups.discard(pgid)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def kill_all(self) -> None:
+        """Kill every running nvcc with all its children; later compiles are refused."""
+        with self._lock:
+            self._closed = True
+            groups = list(self._groups)
+        for pgid in groups:
+            _killpg(pgid)
+
+
+CHILDREN = ChildGroups()
+
+
+def kill_children() -> None:
+    """For signal handlers and atexit: no nvcc, cicc or ptxas outlives kls."""
+    CHILDREN.kill_all()
 
 
 @dataclass(frozen=True)
@@ -77,7 +129,7 @@ def compile_instance(
     except ToolchainError as exc:
         result.findings.append(_at_entry(instance, exc.code, str(exc)))
         return result
-    rendered = render(instance, overrides)
+    rendered = render_isolated(instance, overrides)
     result.rendered = rendered
     if not rendered.ok or rendered.text is None:
         result.findings = render_findings(rendered, ModelCache(overrides).for_render(rendered))
@@ -86,6 +138,7 @@ def compile_instance(
     source_text = rendered.text + "\n"
     output_name = "kernel.so" if options.mode == "build" else "kernel.ptx"
     arch = options.arch or instance.arch
+    project = Path(os.path.abspath(instance.template)).parent
     # The key uses neutral file names: the command is the same wherever the cache lives.
     neutral = nvcc_command(
         toolchain,
@@ -95,22 +148,26 @@ def compile_instance(
         Path(output_name),
         options.opt_level,
         options.extra_flags,
+        project,
+        Path(DEPS_NAME),
     )
     key = compile_key(
         source_text,
-        _portable(neutral[1:], toolchain),
+        _portable(neutral[1:], toolchain, project),
         toolchain.nvcc_version,
-        toolchain.cutlass_version,
+        nvcc_environment(),
     )
     result.key = key
     folder = cache.folder(key)
-    with cache.lock(key):
-        entry = cache.get(key)
+    roots = DepRoots(folder / SOURCE_NAME, toolchain.cutlass_root, toolchain.toolkit_root, project)
+    with cache.lock(key, cancel):
+        entry = cache.get(key, roots)
         if entry is None:
-            entry = _run_nvcc(
-                toolchain, options, arch, folder, source_text, output_name, cancel, on_nvcc_start
-            )
-            cache.put(key, entry)
+            cache.reset(key)
+            run = _NvccRun(toolchain, options, arch, folder, output_name, project)
+            entry = run.run(source_text, roots, cancel, on_nvcc_start)
+            if entry.deps is not None:
+                cache.put(key, entry)
         else:
             result.cached = True
     result.command = nvcc_command(
@@ -121,6 +178,8 @@ def compile_instance(
         folder / output_name,
         options.opt_level,
         options.extra_flags,
+        project,
+        folder / DEPS_NAME,
     )
     result.ok = entry.ok
     result.log = entry.log
@@ -135,66 +194,135 @@ def compile_instance(
     return result
 
 
-def _portable(command: list[str], tc: Toolchain) -> list[str]:
-    """The command without machine-specific paths: the same compile on another machine (same
-    nvcc and CUTLASS versions) has the same key, so a cache can travel."""
-    root = str(tc.cutlass_root)
-    return [arg.replace(root, "<cutlass>") for arg in command]
+def _portable(command: list[str], tc: Toolchain, project: Path) -> list[str]:
+    """The command without machine-specific include paths: the same compile elsewhere (same
+    nvcc) has the same key, so a cache can travel; the recorded dependencies, resolved against
+    this machine's CUTLASS tree and template folder, decide whether the entry still holds."""
+    roots = sorted(
+        [(str(tc.cutlass_root), "<cutlass>"), (str(project), "<project>")],
+        key=lambda r: len(r[0]),
+        reverse=True,
+    )
+    return [_neutral_include(arg, roots) for arg in command]
 
 
-def _run_nvcc(
-    tc: Toolchain,
-    options: CompileOptions,
-    arch: str,
-    folder: Path,
-    source_text: str,
-    output_name: str,
+def _neutral_include(arg: str, roots: list[tuple[str, str]]) -> str:
+    if not arg.startswith("-I"):
+        return arg
+    path = arg[2:]
+    for root, label in roots:
+        if path == root or path.startswith(root + os.sep):
+            return "-I" + label + path[len(root) :]
+    return arg
+
+
+@dataclass(frozen=True)
+class _NvccRun:
+    """One nvcc invocation writing into an (emptied) cache entry folder."""
+
+    tc: Toolchain
+    options: CompileOptions
+    arch: str
+    folder: Path
+    output_name: str
+    project: Path
+
+    def command(self, output: Path) -> list[str]:
+        return nvcc_command(
+            self.tc,
+            self.options.mode,
+            self.arch,
+            self.folder / SOURCE_NAME,
+            output,
+            self.options.opt_level,
+            self.options.extra_flags,
+            self.project,
+            self.folder / DEPS_NAME,
+        )
+
+    def run(
+        self,
+        source_text: str,
+        roots: DepRoots,
+        cancel: threading.Event | None,
+        on_start: Callable[[], None] | None,
+    ) -> Entry:
+        """nvcc's result; its `deps` are None (not cacheable) after a timeout, a kill or a
+        dependency list that cannot be trusted. Raises CompileCancelled if cancelled."""
+        (self.folder / SOURCE_NAME).write_text(source_text, encoding="utf-8")
+        tmp_output = self.folder / f".{self.output_name}.partial"
+        started_ns = time.time_ns()
+        started = time.monotonic()
+        output_text, returncode = _run_in_own_group(
+            self.command(tmp_output), self.folder, self.options.timeout_s, cancel, on_start
+        )
+        seconds = time.monotonic() - started
+        if output_text is None:
+            return Entry(
+                False,
+                -1,
+                f"nvcc ran past the {self.options.timeout_s:g} s timeout and was "
+                "stopped; raise kls.compileTimeout or simplify the instance",
+                seconds,
+                None,
+                None,
+            )
+        ok = returncode == 0
+        artifact = None
+        if ok and tmp_output.is_file():
+            os.replace(tmp_output, self.folder / self.output_name)
+            artifact = self.output_name
+        deps = None
+        if returncode >= 0:  # killed by a signal (out of memory?): try again next time
+            deps = record_deps(self.folder / DEPS_NAME, self.folder, roots, started_ns)
+        return Entry(ok, returncode, output_text, seconds, artifact, deps)
+
+
+def _run_in_own_group(
+    command: list[str],
+    cwd: Path,
+    timeout: float,
     cancel: threading.Event | None,
     on_start: Callable[[], None] | None,
-) -> Entry:
-    folder.mkdir(parents=True, exist_ok=True)
-    source = folder / SOURCE_NAME
-    source.write_text(source_text, encoding="utf-8")
-    output = folder / output_name
-    tmp_output = folder / f".{output_name}.partial"
-    command = nvcc_command(
-        tc, options.mode, arch, source, tmp_output, options.opt_level, options.extra_flags
-    )
-    started = time.monotonic()
-    # A new session: cancelling kills nvcc and every child (cicc, ptxas, gcc) as a group.
-    proc = subprocess.Popen(
-        command,
-        cwd=folder,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    if on_start is not None:
-        on_start()
-    output_text = _wait(proc, options.timeout_s, cancel)
-    seconds = time.monotonic() - started
-    if output_text is None:
-        return Entry(
-            False,
-            -1,
-            f"nvcc ran past the {options.timeout_s:g} s timeout and was "
-            "stopped; raise kls.compileTimeout or simplify the instance",
-            seconds,
-            None,
+) -> tuple[str | None, int]:
+    """(output, returncode) of `command`, or (None, -1) on timeout. It runs in a new session:
+    a cancel, Ctrl-C (KeyboardInterrupt here) or any other exception kills nvcc and every
+    child (cicc, ptxas, gcc) as a group. Raises CompileCancelled if cancelled or exiting."""
+    if CHILDREN.closed:
+        raise CompileCancelled()
+    try:
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            errors="replace",
+            start_new_session=True,
         )
-    ok = proc.returncode == 0
-    artifact = None
-    if ok and tmp_output.is_file():
-        os.replace(tmp_output, output)
-        artifact = output_name
-    return Entry(ok, proc.returncode, output_text, seconds, artifact)
+    except OSError as exc:
+        return f"cannot run {command[0]}: {exc}", 127
+    try:
+        if not CHILDREN.add(proc.pid):
+            raise CompileCancelled()
+        if on_start is not None:
+            on_start()
+        output = _wait(proc, timeout, cancel)
+        if CHILDREN.closed and proc.returncode is not None and proc.returncode < 0:
+            raise CompileCancelled()  # killed by kill_children(): kls is exiting
+        return output, proc.returncode if output is not None else -1
+    except BaseException:
+        _kill(proc)
+        raise
+    finally:
+        CHILDREN.discard(proc.pid)
 
 
 def _wait(
     proc: subprocess.Popen[str], timeout: float, cancel: threading.Event | None
 ) -> str | None:
-    """nvcc's output, or None on timeout; raises CompileCancelled if `cancel` is set."""
+    """nvcc's output, or None on timeout (nvcc killed); raises CompileCancelled if `cancel` is
+    set (the caller kills nvcc)."""
     deadline = time.monotonic() + timeout
     chunks: list[str] = []
     reader = threading.Thread(
@@ -208,7 +336,6 @@ def _wait(
         except subprocess.TimeoutExpired:
             pass
         if cancel is not None and cancel.is_set():
-            _kill(proc)
             raise CompileCancelled()
         if time.monotonic() > deadline:
             _kill(proc)
@@ -218,9 +345,13 @@ def _wait(
 
 
 def _kill(proc: subprocess.Popen[str]) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
+    _killpg(proc.pid)
     proc.wait()
+
+
+def _killpg(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
 
 
 def _at_entry(instance: InstanceSpec, code: str, message: str) -> Finding:

@@ -24,9 +24,29 @@ class ToolchainError(Exception):
         self.code = code
 
 
+# Environment variables that change what nvcc (or the host compiler it drives) does: nvcc reads
+# the NVCC_* ones itself (CUDA 12/13 `strings nvcc`), nvcc.profile names INCLUDES, LIBRARIES,
+# CUDAFE_FLAGS and PTXAS_FLAGS, and gcc reads the include/prefix ones. All are in the cache key.
+NVCC_ENVIRONMENT = (
+    "NVCC_PREPEND_FLAGS",
+    "NVCC_APPEND_FLAGS",
+    "NVCC_CCBIN",
+    "INCLUDES",
+    "LIBRARIES",
+    "CUDAFE_FLAGS",
+    "PTXAS_FLAGS",
+    "CPATH",
+    "C_INCLUDE_PATH",
+    "CPLUS_INCLUDE_PATH",
+    "GCC_EXEC_PREFIX",
+    "COMPILER_PATH",
+    "LIBRARY_PATH",
+)
+
+
 @dataclass(frozen=True)
 class Toolchain:
-    nvcc: str
+    nvcc: str  # an absolute path: nvcc runs from the cache folder
     nvcc_version: str
     cutlass_root: Path
     cutlass_version: str
@@ -34,6 +54,20 @@ class Toolchain:
     def include_dirs(self) -> list[Path]:
         root = self.cutlass_root
         return [root / "include", root / "tools" / "util" / "include"]
+
+    @property
+    def toolkit_root(self) -> Path:
+        """The CUDA toolkit nvcc belongs to (bin/..): its headers are trusted by nvcc version."""
+        return Path(os.path.realpath(self.nvcc)).parent.parent
+
+
+def nvcc_environment() -> list[str]:
+    """What in this process's environment changes nvcc's result: the variables it honours and
+    the host compiler it picks from PATH (`gcc`; its real path names the version)."""
+    found = [f"{name}={os.environ[name]}" for name in NVCC_ENVIRONMENT if name in os.environ]
+    gcc = shutil.which("gcc")
+    found.append(f"gcc={os.path.realpath(gcc) if gcc else '-'}")
+    return found
 
 
 def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) -> Toolchain:
@@ -43,6 +77,11 @@ def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) 
             "KT604",
             f"nvcc not found ('{nvcc_path}'): install the CUDA toolkit, put nvcc on PATH, or set "
             "kls.nvccPath / --nvcc",
+        )
+    nvcc = os.path.abspath(nvcc)  # checked here, run from the cache folder
+    if not os.access(nvcc, os.X_OK):
+        raise ToolchainError(
+            "KT604", f"'{nvcc}' is not executable: chmod +x it or set kls.nvccPath / --nvcc"
         )
     version = _nvcc_version(nvcc, Path(nvcc).stat().st_mtime)
     if int(version.split(".")[0]) < MIN_CUDA_MAJOR:

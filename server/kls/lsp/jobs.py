@@ -4,6 +4,10 @@ A job runs in a worker thread. It stops when (a) the client cancels its progress
 (b) the client cancels the request that started it, or (c) a newer job with the same key
 supersedes it. Each sets the job's `threading.Event`, which the job polls and answers by
 killing its child process group.
+
+For (b), pygls 2 answers `$/cancelRequest` on `workspace/executeCommand` by cancelling the
+request's future only: the command's own task runs on. So a job also watches the future of the
+request it runs under.
 """
 
 from __future__ import annotations
@@ -52,11 +56,16 @@ class Jobs:
             event.set()
         return event is not None
 
+    def cancel_all(self) -> None:
+        for event in list(self.running.values()):
+            event.set()
+
     async def run(self, key: str, title: str, work: Callable[[threading.Event, Report], T]) -> T:
         """Run `work(cancel, report)` in a thread; raise CancelledError if it was cancelled."""
         self.cancel(key)  # a newer job supersedes an older one with the same key
         cancel = threading.Event()
         self.running[key] = cancel
+        _cancel_with_request(self.ls, cancel)
         token = await self._begin(title, cancel)
         loop = asyncio.get_running_loop()
 
@@ -103,3 +112,17 @@ class Jobs:
         if future is not None:
             future.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
         return token
+
+
+def _cancel_with_request(ls: LanguageServer, cancel: threading.Event) -> None:
+    """Set `cancel` when the client cancels the request this job runs under ($/cancelRequest).
+
+    pygls keeps the current request's id in a context variable and its future in
+    `_request_futures` (2.1: no public accessor); a command's task inherits the id. Outside a
+    request (a notification) the id may name an older request, so only a pending one counts."""
+    protocol = ls.protocol
+    msg_id = protocol.msg_id
+    futures: dict[Any, Any] = getattr(protocol, "_request_futures", {})
+    future = futures.get(msg_id) if msg_id is not None else None
+    if future is not None and not future.done():
+        future.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
