@@ -195,8 +195,12 @@ def test_unsaved_editor_text_overrides_the_file(ws: Workspace) -> None:
 
 
 def test_newer_profile_predefines_the_kernel(ws: Workspace) -> None:
-    """inductor-2025: def_kernel is called from Python; the template prints the signature."""
-    template = 'extern "C" {\nPT_EXPORT {{kernel_call_signature}} {\n  return 0;\n}\n}\n'
+    """torch-2.11 (the old name inductor-2025 still reads): a plain CUDA kernel calls
+    def_kernel itself and gets torch 2.11's signature (offsets as C parameters)."""
+    template = (
+        'extern "C" {\nPT_EXPORT {{kernel.def_kernel([X, W, Bias], [Y], "X, W, Bias, Y", '
+        "input_reorder)}} {\n  return 0;\n}\n}\n"
+    )
     tensors = (
         'tensors.X = { shape = [4, 8], dtype = "bf16" }\n'
         'tensors.W = { shape = [8, 2], dtype = "bf16" }\n'
@@ -206,9 +210,12 @@ def test_newer_profile_predefines_the_kernel(ws: Workspace) -> None:
     instances = ws.instance(
         template, 'profile = "inductor-2025"\ninput_reorder = [2, 0, 1]', tensors
     )
+    assert [f.code for f in instances.findings] == ["KT002"]
     result = render(instances.instances["i"])
     assert result.text is not None
     assert (
-        "PT_EXPORT int kls_i(const bfloat16* Bias, const bfloat16* X, const bfloat16* W, "
-        "bfloat16* Y, size_t* workspace_size, uint8_t* workspace, cudaStream_t stream) {"
+        "PT_EXPORT int kls_i(const __nv_bfloat16* Bias, const __nv_bfloat16* X, "
+        "const __nv_bfloat16* W, __nv_bfloat16* Y, const int Bias_offset, const int X_offset, "
+        "const int W_offset, const int Y_offset, size_t* workspace_size, uint8_t* workspace, "
+        "cudaStream_t stream) {"
     ) in result.text

@@ -15,11 +15,13 @@ from typing import Any
 import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
+from kls.cutlass.inductor211 import TensorLayout
 from kls.cutlass.ops import (
     EmittedOp,
     Layouts,
     OpLookupError,
     emit_instance,
+    emit_instance_torch211,
     expected_ab_layouts,
     resolve_op_name,
 )
@@ -27,8 +29,18 @@ from kls.findings import Severity
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
+from kls.runtime.profiles import profile
 from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
 from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
+from kls.runtime.torch211 import (
+    GEMM_RUNTIME_ARGS,
+    Torch211Gemm2xTemplate,
+    Torch211Gemm3xTemplate,
+    Torch211GemmTemplate,
+    Torch211Kernel,
+    Torch211Template,
+    splice_text,
+)
 from kls.sandbox.policy import AllowlistSandbox, SandboxLimit
 from kls.sourcemap import (
     Origin,
@@ -265,6 +277,7 @@ def render(
     else:
         result.text = text
         result.source_map = SourceMap(origins) if origins is not None else None
+        _finish(result)
         result.params = r.kernel.params()
     mapped = {o.path for o in result.source_map.origins if o} if result.source_map else set()
     result.files = list(dict.fromkeys([*r.files, *sorted(mapped)]))
@@ -291,6 +304,8 @@ def _context(r: _Renderer, instance: InstanceSpec, result: RenderResult) -> dict
         for name, spec in instance.tensors.items()
     }
     output = buffers.get("Y") or next((b for b in reversed(list(buffers.values())) if b), None)
+    if instance.profile == "torch-2.11":
+        return _context_torch211(r, instance, result, buffers, output)
     ctx: dict[str, Any] = {
         **instance.variables,
         **buffers,
@@ -304,20 +319,152 @@ def _context(r: _Renderer, instance: InstanceSpec, result: RenderResult) -> dict
         ctx.update(_gemm_context(r, instance, buffers, output, result))
     else:
         ctx["template"] = TemplateAPI(r.recorder, r.kernel, output)
-    if instance.profile == "inductor-2025":
-        _predefine_kernel(r, instance, buffers)
-        ctx["kernel_call_signature"] = r.kernel.call_signature()
     return ctx
 
 
-def _predefine_kernel(
-    r: _Renderer, instance: InstanceSpec, buffers: dict[str, Buffer | None]
-) -> None:
-    """The newer profile calls def_kernel from Python before rendering."""
-    inputs = [buffers.get(n) for n in ("X", "W", "Bias") if n in buffers]
-    names = [n for n in ("X", "W", "Bias") if n in buffers] + ["Y"]
+def _scalar(value: float) -> float | int:
+    """alpha/beta as torch 2.11's aten defaults reach Inductor (ints when integral)."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _context_torch211(
+    r: _Renderer,
+    instance: InstanceSpec,
+    result: RenderResult,
+    buffers: dict[str, Buffer | None],
+    output: Buffer | None,
+) -> dict[str, Any]:
+    """torch 2.11: CUTLASSGemmTemplate.render's `options` for a GEMM (def_kernel called
+    before rendering, sizes/offsets/swizzle as C parameters); a plain CUDA kernel sees the
+    torch-2.11 `kernel` and CUTLASSTemplate's `template` and calls def_kernel itself."""
+    gemm = instance.kind == "cutlass_gemm"
+    variables = dict(instance.variables)
+    runtime_values: list[int] = []
+    if gemm:  # swizzle is a runtime argument of the signature, not a template variable
+        runtime_values = [int(variables.pop("swizzle", 1))]
+    kernel = Torch211Kernel(
+        instance.kernel_name,
+        r.recorder,
+        gemm,
+        GEMM_RUNTIME_ARGS if gemm else (),
+        runtime_values,
+    )
+    r.kernel = kernel
+    result.kernel = kernel
+    alpha, beta = _scalar(instance.alpha), _scalar(instance.beta)
+    input_reorder = list(instance.input_reorder) if instance.input_reorder else None
+    ctx: dict[str, Any] = {**variables, **buffers, "kernel": kernel, "alpha": alpha, "beta": beta}
+    ctx["input_reorder"] = input_reorder
+    if not gemm:
+        ctx["kernel_name"] = instance.kernel_name
+        ctx["template"] = Torch211Template(r.recorder, kernel, output)
+        return ctx
+    op, api = _gemm_op_torch211(r, instance, buffers, output, kernel)
+    result.op = op
+    for n in ("X", "W", "Bias", "Y"):
+        ctx.setdefault(n, None)
+    extra = [] if op.is_3x else ["Meta"]
+    if extra:
+        ctx.setdefault("Meta", None)
+    signature = _predefine_kernel(r, instance, buffers, extra)
+    argument_text, epilogue_text = _sub_templates(r, instance)
+    ctx.update(
+        {
+            "kernel_call_signature": signature,
+            "epilogue_template": epilogue_text,
+            "argument_template": argument_text,
+            "should_swap_xw": op.should_swap_xw,
+            "template": api,
+            "instance_definition": op.definition,
+            "instance_type": op.type_name,
+            "epilogue_args": f"{{ElementComputeEpilogue({alpha}), "
+            f"ElementComputeEpilogue({beta})}}",
+            "test_call_statement": api.test_call_statement(
+                ",".join(["X", "W", "Bias", *extra, "Y"]),
+                {n: buffers.get(n) is not None for n in ("Bias", *extra)},
+            ),
+            "op_conf_name": op.conf_name,
+            "epilogue_visitor_tree": "",
+            "dynamic_cluster": op.dynamic_cluster,
+        }
+    )
+    return ctx
+
+
+def _tensor_layout(spec: TensorSpec | None) -> TensorLayout | None:
+    if spec is None:
+        return None
+    return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
+
+
+def _gemm_op_torch211(
+    r: _Renderer,
+    instance: InstanceSpec,
+    buffers: dict[str, Buffer | None],
+    output: Buffer | None,
+    kernel: Torch211Kernel,
+) -> tuple[EmittedOp, Torch211GemmTemplate]:
+    name = resolve_op_name(
+        instance.op,
+        instance.op_filter.contains if instance.op_filter else (),
+        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+    )
+    x, w, bias, y = (_tensor_layout(instance.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))
+    if x is None or w is None or y is None or min(len(x.shape), len(w.shape), len(y.shape)) < 2:
+        raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
+    expected = expected_ab_layouts(name)
+    if expected is not None and expected != ("t", "n"):
+        raise _ConfigProblem(
+            f"op '{name}' has A/B layouts '{''.join(expected)}'; torch 2.11 considers only "
+            "'tn' ops (global_filter_ops) and sets A/B to the tensors' layouts itself: name "
+            "the op's 'tn' variant"
+        )
+    op = emit_instance_torch211(name, x, w, bias, y, instance.sm)
     reorder = list(instance.input_reorder) if instance.input_reorder else None
-    r.kernel.def_kernel(inputs, [buffers.get("Y")], ", ".join(names), reorder)
+    api: Torch211GemmTemplate
+    if op.is_3x:
+        api = Torch211Gemm3xTemplate(r.recorder, kernel, output, r.render_sub, reorder)
+    else:
+        api = Torch211Gemm2xTemplate(r.recorder, kernel, output, r.render_sub)
+    return op, api
+
+
+def _sub_templates(r: _Renderer, instance: InstanceSpec) -> tuple[str | None, str | None]:
+    argument_text = r.read(instance.argument_template) if instance.argument_template else None
+    epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None
+    for text, path in (
+        (argument_text, instance.argument_template),
+        (epilogue_text, instance.epilogue_template),
+    ):
+        if text is not None and path is not None:
+            r.text_to_path[text] = str(path)
+    return argument_text, epilogue_text
+
+
+def _finish(result: RenderResult) -> None:
+    """torch 2.11's render ends with `IndentedBuffer().splice(res)`: common indentation
+    removed, blank lines emptied, trailing blank lines dropped, one final newline. Line
+    numbers do not move, so the source map only loses the dropped lines."""
+    if result.instance.profile != "torch-2.11" or result.instance.kind != "cutlass_gemm":
+        return
+    if result.text is None:
+        return
+    result.text = splice_text(result.text)
+    if result.source_map is not None:
+        lines = result.text.count("\n")
+        result.source_map = SourceMap(result.source_map.origins[: lines + 1])
+
+
+def _predefine_kernel(
+    r: _Renderer, instance: InstanceSpec, buffers: dict[str, Buffer | None], extra: list[str]
+) -> str:
+    """torch 2.11's CUTLASSGemmTemplate.render calls def_kernel before rendering, with inputs
+    X, W, Bias (+ Meta for 2.x) and names "X,W,Bias[,Meta],Y"; the result is
+    `kernel_call_signature`."""
+    names = ["X", "W", "Bias", *extra]
+    inputs = [buffers.get(n) for n in names]
+    reorder = list(instance.input_reorder) if instance.input_reorder else None
+    return str(r.kernel.def_kernel(inputs, [buffers.get("Y")], ",".join([*names, "Y"]), reorder))
 
 
 def _layout_letter(spec: TensorSpec | None) -> str | None:
@@ -377,11 +524,10 @@ def _gemm_context(
 
 def context_names(instance: InstanceSpec) -> list[str]:
     """Every name a template of this instance may use (for 'did you mean')."""
-    names = {*instance.variables, *instance.tensors, "kernel", "template", "input_reorder"}
-    names |= {"kernel_name", "alpha", "beta"}
+    facts = profile(instance.profile)
+    names = {*instance.variables, *instance.tensors, *facts.context_names(instance.kind)}
     if instance.kind == "cutlass_gemm":
-        names |= {"instance_definition", "instance_type", "argument_template"}
-        names |= {"epilogue_template", "should_swap_xw", "epilogue_args", "op_conf_name"}
-    if instance.profile == "inductor-2025":
-        names.add("kernel_call_signature")
+        names |= set(facts.gemm_buffers)
+        if instance.profile == "torch-2.11":
+            names.discard("swizzle")
     return sorted(names | set(jinja2.Environment().globals))

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kls.checks.catalogue import rule
-from kls.checks.signatures import HELPERS
+from kls.checks.signatures import helper_sig
 from kls.findings import Finding, Severity
 from kls.positions import Position, Range
 from kls.render import RenderResult, context_names
@@ -62,7 +62,7 @@ def _from_runtime(f: RuntimeFinding, result: RenderResult, models: Models) -> Fi
     elif f.helper is not None and model is not None:
         call = _call_on_line(model, f.helper, site.line)
         if call is not None:
-            rng = _arg_range(call, f.arg_index) or call.range
+            rng = _arg_range(call, f.arg_index, result.instance.profile) or call.range
     return Finding(f.code, f.severity, rng, message, path=site.path)
 
 
@@ -92,10 +92,10 @@ def _call_on_line(model: TemplateModel, helper: str, line: int) -> HelperCall | 
     return None
 
 
-def _arg_range(call: HelperCall, index: int | None) -> Range | None:
+def _arg_range(call: HelperCall, index: int | None, profile: str) -> Range | None:
     if index is None:
         return None
-    sig = HELPERS.get((call.owner, call.helper))
+    sig = helper_sig(call.owner, call.helper, profile)
     name = sig.params[index].name if sig and index < len(sig.params) else ""
     arg = call.arg(index, name)
     return arg.value_range if arg else None

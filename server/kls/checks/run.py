@@ -123,7 +123,8 @@ def check_file(
     cache.overrides.setdefault(path, text)
     model = parse_template(text)
     cache.models[str(path)] = model
-    static = static_findings(model, str(path))
+    readers = instances.depends_on(path) if instances is not None else []
+    static = static_findings(model, str(path), sorted({(i.profile, i.kind) for i in readers}))
     runtime: list[Finding] = []
     if model.syntax_error is None and instances is not None:
         for instance in instances.depends_on(path):

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from kls.checks.catalogue import rule
-from kls.checks.signatures import BUFFER_HELPERS, HELPERS, helpers_of
+from kls.checks.signatures import BUFFER_HELPERS, HelperSig, helpers, with_params
 from kls.findings import Finding
 from kls.positions import Range
-from kls.runtime.kernel import RESERVED_C_NAMES
+from kls.runtime.profiles import DEFAULT, PROFILES
 from kls.suggest import did_you_mean
 from kls.template.model import Argument, HelperCall, NameRef, TemplateModel
 
@@ -17,31 +17,68 @@ def finding(code: str, rng: Range, message: str, path: str) -> Finding:
     return Finding(code, rule(code).severity, rng, message, path=path)
 
 
-def static_findings(model: TemplateModel, path: str) -> list[Finding]:
+Context = tuple[str, str]  # (profile, kind) of an instance that reads the template
+
+
+def static_findings(
+    model: TemplateModel, path: str, contexts: Sequence[Context] | None = None
+) -> list[Finding]:
+    """`contexts`: the (profile, kind) of every instance that reads the file; the rules that
+    depend on the profile (KT208, KT301, KT305) hold for each. None: no instance reads it, so a
+    helper of any profile is accepted and names are checked against the default profile's."""
     out: list[Finding] = []
     if model.syntax_error is not None:
         err = model.syntax_error
         out.append(finding("KT101", err.range, f"Jinja syntax error: {err.message}", path))
-    for call in model.calls:
-        out.extend(_helper_findings(call, path))
-    for call in model.calls_to("kernel", "def_kernel"):
-        out.extend(_def_kernel_findings(model, call, path))
+    seen: set[tuple[str, Range]] = set()
+    todo: list[tuple[str | None, str | None]] = list(contexts or []) or [(None, None)]
+    for profile, kind in todo:
+        for f in _profile_findings(model, path, profile, kind):
+            if (f.code, f.range) not in seen:
+                seen.add((f.code, f.range))
+                out.append(f)
     return out
 
 
-def _helper_findings(call: HelperCall, path: str) -> Iterator[Finding]:
-    sig = HELPERS.get((call.owner, call.helper))
+def _profile_findings(
+    model: TemplateModel, path: str, profile: str | None, kind: str | None
+) -> Iterator[Finding]:
+    for call in model.calls:
+        yield from _helper_findings(call, path, profile)
+    reserved = PROFILES[profile or DEFAULT].reserved_c_names(kind or "cuda")
+    for call in model.calls_to("kernel", "def_kernel"):
+        yield from _def_kernel_findings(model, call, path, reserved)
+
+
+def _helper_findings(call: HelperCall, path: str, profile: str | None) -> Iterator[Finding]:
+    table = helpers(profile)
+    sig = table.get((call.owner, call.helper))
     if sig is None:
         if call.called:
-            names = [h.name for h in helpers_of(call.owner)]
+            names = [o_n[1] for o_n in table if o_n[0] == call.owner]
             hint = did_you_mean(call.helper, names)
+            where = f"profile {profile}" if profile else "any profile"
+            others = [
+                p for p in PROFILES if p != profile and (call.owner, call.helper) in helpers(p)
+            ]
+            also = f" ({', '.join(others)} has it)" if others and profile else ""
             yield finding(
                 "KT305",
                 call.name_range,
-                f"{call.owner}.{call.helper} is not a helper Inductor provides{hint}",
+                f"{call.owner}.{call.helper} is not a helper Inductor provides in {where}"
+                f"{also}{hint}",
                 path,
             )
         return
+    if sig.alternatives and call.called:
+        forms = [sig, *(with_params(sig, p) for p in sig.alternatives)]
+        results = [list(_arity_findings(call, path, form)) for form in forms]
+        yield from min(results, key=len)
+        return
+    yield from _arity_findings(call, path, sig)
+
+
+def _arity_findings(call: HelperCall, path: str, sig: HelperSig) -> Iterator[Finding]:
     if call.helper in ("header", "globals") and call.followed_by != "getvalue":
         yield finding(
             "KT303",
@@ -85,7 +122,9 @@ def _helper_findings(call: HelperCall, path: str) -> Iterator[Finding]:
         )
 
 
-def _def_kernel_findings(model: TemplateModel, call: HelperCall, path: str) -> Iterator[Finding]:
+def _def_kernel_findings(
+    model: TemplateModel, call: HelperCall, path: str, reserved: frozenset[str]
+) -> Iterator[Finding]:
     inputs_arg, outputs_arg = call.arg(0, "inputs"), call.arg(1, "outputs")
     names_arg, reorder_arg = call.arg(2, "names_str"), call.arg(3, "input_reorder")
     inputs = inputs_arg.name_list(model.index) if inputs_arg else None
@@ -105,7 +144,7 @@ def _def_kernel_findings(model: TemplateModel, call: HelperCall, path: str) -> I
             )
         yield from _undeclared_uses(model, call, {b.name for b in buffers if b.name}, path)
     if names is not None and names_arg is not None:
-        yield from _bad_names(model, names, names_arg, path)
+        yield from _bad_names(model, names, names_arg, path, reserved)
     if inputs is not None and reorder_arg is not None:
         yield from _reorder(reorder_arg, len(inputs), path)
 
@@ -139,7 +178,7 @@ def _duplicates(buffers: list[NameRef], path: str) -> Iterator[Finding]:
 
 
 def _bad_names(
-    model: TemplateModel, names: list[str], arg: Argument, path: str
+    model: TemplateModel, names: list[str], arg: Argument, path: str, reserved: frozenset[str]
 ) -> Iterator[Finding]:
     start = model.index.offset(arg.value_range.start)
     text = arg.value_text
@@ -153,12 +192,13 @@ def _bad_names(
                 f"'{name}' in names_str is not a valid C identifier",
                 path,
             )
-        elif name in RESERVED_C_NAMES:
+        elif name in reserved:
+            shown = ", ".join(sorted(reserved)[:8])
             yield finding(
                 "KT208",
                 rng,
-                f"'{name}' in names_str collides with a name the template's C code declares "
-                "(M, N, K, B, workspace, workspace_size, stream, ...); rename the parameter",
+                f"'{name}' in names_str collides with a name the signature or the template's C "
+                f"code declares ({shown}, ...); rename the parameter",
                 path,
             )
 

@@ -18,6 +18,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from kls.cache_dir import cache_dir, write_atomic
+from kls.cutlass.inductor211 import Refused, TensorLayout, emit_torch211
 from kls.suggest import did_you_mean
 
 _LOCK = threading.Lock()
@@ -34,6 +35,8 @@ class EmittedOp:
     type_name: str
     is_3x: bool
     should_swap_xw: bool
+    conf_name: str = ""  # the op's configuration name after Inductor's changes (torch-2.11)
+    dynamic_cluster: str = ""  # torch-2.11's `dynamic_cluster` block ("" for static clusters)
 
 
 def cutlass_version() -> str:
@@ -162,6 +165,38 @@ def emit_instance(name: str, layouts: Layouts, swap_xw: bool | None) -> EmittedO
     with _LOCK:
         op = _generated(family_of(name))[name]
         emitted = _emit(name, op, layouts, swap_xw)
+    write_atomic(path, json.dumps(emitted.__dict__).encode())
+    return emitted
+
+
+@functools.lru_cache(maxsize=256)
+def emit_instance_torch211(
+    name: str,
+    x: TensorLayout,
+    w: TensorLayout,
+    bias: TensorLayout | None,
+    y: TensorLayout,
+    sm: int,
+) -> EmittedOp:
+    """`instance_definition`/`instance_type` as torch 2.11's Inductor makes them for these
+    tensors (kls.cutlass.inductor211); OpLookupError where Inductor would skip the op."""
+    key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
+    try:
+        data = json.loads(path.read_text())
+        return EmittedOp(**data)
+    except (OSError, ValueError, TypeError):
+        pass
+    with _LOCK:
+        op = _generated(family_of(name))[name]
+        try:
+            e = emit_torch211(op, x, w, bias, y, sm)
+        except Refused as exc:
+            raise OpLookupError(f"op '{name}': {exc}") from exc
+    emitted = EmittedOp(
+        name, e.definition, e.type_name, e.is_3x, e.should_swap_xw, e.conf_name, e.dynamic_cluster
+    )
     write_atomic(path, json.dumps(emitted.__dict__).encode())
     return emitted
 

@@ -25,6 +25,7 @@ from kls.instances.schema import (
     KINDS,
     PROFILES,
     REFERENCES,
+    RENAMED_PROFILES,
     InstanceSpec,
     OpFilter,
     TensorSpec,
@@ -214,7 +215,7 @@ class _Reader:
                     return None
                 sub[key] = candidate
         checks: list[Callable[[], bool]] = [
-            lambda: self.choice(where("profile"), raw.get("profile", PROFILES[0]), PROFILES),
+            lambda: self.profile(where("profile"), raw.get("profile", PROFILES[0])),
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
             lambda: self.choice(
@@ -234,7 +235,7 @@ class _Reader:
             name=name,
             template=template,
             config_path=self.path,
-            profile=raw.get("profile", PROFILES[0]),
+            profile=RENAMED_PROFILES.get(raw.get("profile", ""), raw.get("profile", PROFILES[0])),
             kind=raw.get("kind", _default_kind(raw)),
             arch=str(raw.get("arch", "90a")),
             kernel_name=raw.get("kernel_name", f"kls_{_c_ident(name)}"),
@@ -262,6 +263,15 @@ class _Reader:
         hint = did_you_mean(value, allowed)
         self.error(keys, "KT002", f"'{keys[-1]}' is '{value}'{hint}; expected one of {options}")
         return False
+
+    def profile(self, keys: tuple[str, ...], value: str) -> bool:
+        new = RENAMED_PROFILES.get(value)
+        if new is None:
+            return self.choice(keys, value, PROFILES)
+        rng = self.locator.find(self.prefix + keys)
+        message = f"profile '{value}' is now '{new}' (mirrored from that release); write '{new}'"
+        self.out.append(Finding("KT002", Severity.WARNING, rng, message, path=str(self.path)))
+        return True
 
     def reorder(self, keys: tuple[str, ...], value: list[Any] | None) -> bool:
         if value is None or all(isinstance(v, int) and not isinstance(v, bool) for v in value):

@@ -8,7 +8,9 @@ from typing import Any
 
 from kls.dtypes import DType
 
-PROFILES = ("inductor-2023", "inductor-2025")
+PROFILES = ("inductor-2023", "torch-2.11")
+# Profile names kls once accepted -> their replacement (read with a KT002 warning).
+RENAMED_PROFILES = {"inductor-2025": "torch-2.11"}
 KINDS = ("cutlass_gemm", "cuda")
 # What a benchmark verifies the output against (see kls.bench.reference).
 REFERENCES = ("gemm", "softmax", "none")

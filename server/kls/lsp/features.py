@@ -10,7 +10,7 @@ from pathlib import Path
 from lsprotocol import types as lsp
 
 from kls.bench.report import BenchReport
-from kls.checks.signatures import BUFFER_HELPERS, HELPERS, helpers_of
+from kls.checks.signatures import BUFFER_HELPERS, helper_sig, helpers_of
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.lsp.convert import to_lsp_range
@@ -27,7 +27,7 @@ def hover(
     call = model.call_at(pos)
     if call is None:
         return None
-    sig = HELPERS.get((call.owner, call.helper))
+    sig = helper_sig(call.owner, call.helper, result.instance.profile if result else None)
     lines: list[str] = []
     if sig is not None:
         lines += [f"```python\n{sig.label}\n```", sig.doc]
@@ -96,7 +96,7 @@ def completions(
                 detail=h.label,
                 documentation=h.doc,
             )
-            for h in helpers_of(m.group(1))
+            for h in helpers_of(m.group(1), instance.profile if instance else None)
         ]
     call = model.call_at(pos)
     if call is not None and call.helper in BUFFER_HELPERS and instance is not None:

@@ -1,0 +1,381 @@
+"""How torch 2.11's Inductor turns a generated CUTLASS op into `instance_definition`.
+
+Mirrored from torch 2.11.0, `torch/_inductor/codegen/cutlass/`:
+- `gemm_template.py` `CUTLASSGemmTemplate.filter_op` (layouts, alignments, epilogue element),
+  `CUTLASS3xGemmTemplate._set_bias_layout_and_alignment` / the 2.x one, `render` (C element,
+  `should_swap_XW` + `swap_XW`), `_define_gemm_instance` (3.x and 2.x) and
+  `_dynamic_cluster_block`;
+- `utils.py` `get_max_alignment` / `get_alignments`;
+- `lib_extensions/gemm_operation_extensions.py` `EmitGemmUniversal3xInstanceWithEVT.emit`
+  (ported below without EVT, mixed-input and block-scaled branches, which GEMMs without an
+  epilogue fusion never take; an op that would take them is refused, not approximated).
+
+Everything here is a plain function of the op and the instance tensors' layouts.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Default of config.cutlass.cutlass_dynamic_cluster_shape (and of the fallback).
+DYNAMIC_CLUSTER_SHAPE = (2, 1, 1)
+
+
+class Refused(Exception):
+    """Inductor would not pick this op for these tensors (filter_op returns None)."""
+
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """What the op filter reads of a tensor: dtype name, shape, strides, offset (elements)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+
+@dataclass(frozen=True)
+class Emitted211:
+    definition: str
+    type_name: str
+    is_3x: bool
+    should_swap_xw: bool
+    conf_name: str
+    dynamic_cluster: str
+
+
+def get_alignments(dtype: str) -> list[int]:
+    """utils.get_alignments."""
+    if dtype in ("float16", "bfloat16"):
+        return [8, 4, 2, 1]
+    if dtype in ("float32", "int32"):
+        return [4, 2, 1]
+    if dtype in ("uint8", "int8", "float8_e4m3fn", "float8_e5m2"):
+        return [16, 8, 4, 2]
+    raise Refused(f"Inductor has no CUTLASS alignments for dtype {dtype}")
+
+
+def get_max_alignment(t: TensorLayout) -> int:
+    """utils.get_max_alignment: the largest alignment (elements) the layout allows."""
+    try:
+        contiguous_dim = list(t.stride).index(1)
+    except ValueError:
+        return 1
+    for alignment in get_alignments(t.dtype):
+        if t.shape[contiguous_dim] % alignment or t.offset % alignment:
+            continue
+        if all(
+            dim == contiguous_dim or t.stride[dim] % alignment == 0 for dim in range(len(t.shape))
+        ):
+            return alignment
+    return 1
+
+
+def _cutlass_layout(t: TensorLayout) -> Any:
+    """CUTLASSGemmTemplate.cutlass_layout: RowMajor if stride[-1] == 1, ColumnMajor if
+    stride[-2] == 1, else None."""
+    from cutlass_library import library
+
+    if t.stride[-1] == 1:
+        return library.LayoutType.RowMajor
+    if t.stride[-2] == 1:
+        return library.LayoutType.ColumnMajor
+    return None
+
+
+def _flip(layout: Any) -> Any:
+    from cutlass_library import library
+
+    row, col = library.LayoutType.RowMajor, library.LayoutType.ColumnMajor
+    return col if layout == row else row
+
+
+def _set_alignment(t: TensorLayout, element: Any, sm: int, what: str) -> None:
+    """CUTLASSGemmTemplate.set_alignment (refuses on SM90+ when the layout aligns less)."""
+    alignment = get_max_alignment(t)
+    if sm >= 90 and alignment < element.alignment:
+        raise Refused(
+            f"{what} allows alignment {alignment} but the op needs {element.alignment}; "
+            "Inductor skips this op for these tensors (set_alignment)"
+        )
+    element.alignment = alignment
+
+
+def _torch_to_cutlass(dtype: str) -> Any:
+    """utils.torch_dtype_to_cutlass_type."""
+    from cutlass_library import library
+
+    table = {
+        "float32": library.DataType.f32,
+        "float16": library.DataType.f16,
+        "bfloat16": library.DataType.bf16,
+    }
+    if dtype not in table:
+        raise Refused(f"Inductor's CUTLASS backend does not support dtype {dtype} here")
+    return table[dtype]
+
+
+def has_tma_epilogue(op: Any) -> bool:
+    """CUTLASS3xGemmTemplate._has_tma_epilogue."""
+    from cutlass_library import library
+
+    if op.gemm_kind != library.GemmKind.Universal3x:
+        return False
+    return str(op.epilogue_schedule).split(".")[-1].lower().startswith("tma")
+
+
+def should_swap_xw(bias: TensorLayout | None) -> bool:
+    """CUTLASSGemmTemplate.should_swap_XW: a row-major (or broadcast-row) bias swaps X and W."""
+    return bias is not None and len(bias.stride) >= 2 and bias.stride[-1] in (0, 1)
+
+
+def _swap_xw(op: Any) -> Any:
+    """CUTLASSGemmTemplate.swap_XW."""
+    new_op = copy.deepcopy(op)
+    new_op.A.layout = _flip(new_op.A.layout)
+    new_op.B.layout = _flip(new_op.B.layout)
+    new_op.A, new_op.B = new_op.B, new_op.A
+    new_op.C.layout = _flip(new_op.C.layout)
+    new_op.D.layout = _flip(new_op.D.layout)
+    return new_op
+
+
+def emit_torch211(
+    op: Any,
+    x: TensorLayout,
+    w: TensorLayout,
+    bias: TensorLayout | None,
+    y: TensorLayout,
+    sm: int,
+) -> Emitted211:
+    """filter_op, then render's op handling and _define_gemm_instance, for one op."""
+    from cutlass_library import library
+
+    is_3x = op.gemm_kind == library.GemmKind.Universal3x
+    if op.gemm_kind not in (library.GemmKind.Universal3x, library.GemmKind.Universal):
+        raise Refused("only dense universal GEMM ops are mirrored (sparse 2.x is not)")
+    if not is_3x and (len(x.shape) != 2 or len(w.shape) != 2 or x.shape[1] != w.shape[0]):
+        raise Refused("CUTLASS2xGemmTemplate needs 2-D X and W with X.size(1) == W.size(0)")
+    # filter_op
+    op = copy.deepcopy(op)
+    for t, element in ((x, op.A), (w, op.B)):
+        layout = _cutlass_layout(t)
+        if layout != element.layout:
+            element.layout = layout
+    op.D.layout = _cutlass_layout(y)
+    _set_alignment(x, op.A, sm, "X")
+    _set_alignment(w, op.B, sm, "W")
+    _set_alignment(y, op.D, sm, "Y")
+    op.element_epilogue = op.accumulator_type()
+    if is_3x:  # CUTLASS3xGemmTemplate._set_bias_layout_and_alignment
+        if bias is not None:
+            op.C.element = _torch_to_cutlass(bias.dtype)
+            op.C.layout = _cutlass_layout(bias)
+            _set_alignment(bias, op.C, sm, "Bias")
+        else:
+            op.C.element = library.DataType.void
+    elif bias is not None:  # CUTLASS2xGemmTemplate._set_bias_layout_and_alignment
+        if _cutlass_layout(bias) != op.D.layout:
+            raise Refused("for CUTLASS 2.x, Inductor needs Bias in the layout of Y")
+        _set_alignment(bias, op.C, sm, "Bias")
+    else:
+        op.C.layout = op.D.layout
+    for element in (op.A, op.B, op.C, op.D):
+        if element.layout is None:
+            raise Refused("a tensor is neither row- nor column-major")
+    # render
+    op = copy.deepcopy(op)
+    if bias is not None:
+        op.C.element = op.A.element
+    swap = False
+    if (
+        bias is not None
+        and has_tma_epilogue(op)
+        and op.epilogue_schedule != library.EpilogueScheduleType.EpilogueTransposed
+        and should_swap_xw(bias)
+    ):
+        op = _swap_xw(op)
+        swap = True
+    definition, type_name = _define_3x(op) if is_3x else _define_2x(op)
+    return Emitted211(
+        definition,
+        type_name,
+        is_3x,
+        swap,
+        op.configuration_name(),
+        dynamic_cluster_block(op),
+    )
+
+
+def dynamic_cluster_block(op: Any) -> str:
+    """CUTLASSGemmTemplate._dynamic_cluster_block with the default config."""
+    shape = getattr(getattr(op, "tile_description", None), "cluster_shape", None)
+    if not shape or len(shape) < 2 or (shape[0] > 0 and shape[1] > 0):
+        return ""
+    preferred = DYNAMIC_CLUSTER_SHAPE
+    fallback = DYNAMIC_CLUSTER_SHAPE
+    cluster_k = shape[2] if len(shape) > 2 and shape[2] > 0 else preferred[2]
+    preferred = (preferred[0], preferred[1], cluster_k)
+    fallback_k = fallback[2] if len(fallback) > 2 and fallback[2] > 0 else cluster_k
+    fallback = (fallback[0], fallback[1], fallback_k)
+    return (
+        f"  hw_info.cluster_shape = {{{preferred[0]}, {preferred[1]}, {preferred[2]}}};\n"
+        f"  hw_info.cluster_shape_fallback = {{{fallback[0]}, {fallback[1]}, {fallback[2]}}};"
+    )
+
+
+def _define_2x(op: Any) -> tuple[str, str]:
+    """CUTLASS2xGemmTemplate._define_gemm_instance (dense)."""
+    from cutlass_library import gemm_operation
+
+    op_def = gemm_operation.EmitGemmInstance().emit(op)
+    op_def = op_def.replace("cutlass::gemm::device::Gemm", "cutlass::gemm::device::GemmUniversal")
+    op_def = op_def.replace("false,", "")
+    match = re.match(r"\s*using\s(.*?)\s=", op_def.split("\n")[2])
+    if match is None:
+        raise Refused("Invalid Gemm config")
+    return op_def, match.group(1)
+
+
+def _define_3x(op: Any) -> tuple[str, str]:
+    """CUTLASS3xGemmTemplate._define_gemm_instance."""
+    from cutlass_library import library
+
+    if not hasattr(op, "epilogue_functor") or not isinstance(op.epilogue_functor, enum.Enum):
+        op = copy.deepcopy(op)
+        op.epilogue_functor = library.EpilogueFunctor.LinearCombination
+    op_def = _emit_3x(op)
+    decl = [line for line in op_def.split("\n") if "struct " in line][-1]
+    match = re.match(r"\s*struct\s(.*?)\s:", decl)
+    if match is None:
+        raise Refused("Invalid Gemm config")
+    op_type = match.group(1)
+    op_def += (
+        f"\n  using {op_type}_device_type = "
+        f"cutlass::gemm::device::GemmUniversalAdapter<{op_type}>;\n"
+    )
+    return op_def, f"{op_type}_device_type"
+
+
+_FUNCTOR = """${epilogue_functor}<
+            ${element_d},
+            ${element_epilogue},
+            ${element_c},
+            ${element_epilogue}
+            >"""
+
+_GEMM_3X = """
+using ${operation_name}_epilogue =
+typename cutlass::epilogue::collective::CollectiveBuilder<
+    ${arch}, ${opcode_class_epi},
+    cute::Shape<cute::_${tile_shape_m}, cute::_${tile_shape_n}, cute::_${tile_shape_k}>,
+    cute::Shape<${cluster_shape_m}, ${cluster_shape_n}, ${cluster_shape_k}>,
+    ${epi_tile_mn},
+    ${element_accumulator}, ${element_epilogue},
+    ${element_c}, ${layout_c}, ${align_c},
+    ${element_d}, ${layout_d}, ${align_d},
+    ${epilogue_schedule},
+    ${epilogue_functor}
+>::CollectiveOp;
+
+${mixed_dtype_prepare_code}
+
+using ${operation_name}_mainloop =
+typename cutlass::gemm::collective::CollectiveBuilder<
+    ${arch}, ${opcode_class_main},
+    ${element_a}, ${layout_a}, ${align_a},
+    ${element_b}, ${layout_b}, ${align_b},
+    ${element_accumulator},
+    cute::Shape<cute::_${tile_shape_m}, cute::_${tile_shape_n}, cute::_${tile_shape_k}>,
+    cute::Shape<${cluster_shape_m}, ${cluster_shape_n}, ${cluster_shape_k}>,
+    ${stages},
+    ${kernel_schedule}
+>::CollectiveOp;
+
+// Gemm operator ${operation_name}
+using ${operation_name}_base = cutlass::gemm::kernel::GemmUniversal<
+    ${problem_shape},
+    ${operation_name}_mainloop,
+    ${operation_name}_epilogue,
+    ${tile_scheduler}>;
+
+// Define named type
+struct ${operation_name} :
+public ${operation_name}_base { };
+
+        """
+
+
+def _emit_3x(op: Any) -> str:
+    """EmitGemmUniversal3xInstanceWithEVT(evt_name=None).emit for dense, non-grouped,
+    non-mixed, non-block-scaled ops."""
+    from cutlass_library import library as L
+
+    if L.is_grouped(op.gemm_kind) or L.is_block_scaled(op.gemm_kind):
+        raise Refused("grouped and block-scaled GEMMs are not mirrored")
+    if getattr(op, "mixed_input_mode", None) is not None or op.is_complex():
+        raise Refused("mixed-input and complex GEMMs are not mirrored")
+    if op.arch == 100:
+        raise Refused("SM100 ops are not mirrored")
+    td = op.tile_description
+    opcode = td.math_instruction.opcode_class
+    tile_m, tile_n, tile_k = td.tile_shape
+    if td.stages > 0:
+        stages = f"cutlass::gemm::collective::StageCount<{td.stages}>"
+    else:
+        stages = (
+            "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>("
+            f"sizeof(typename {op.procedural_name()}_epilogue::SharedStorage))>"
+        )
+    functor = L.SubstituteTemplate(
+        _FUNCTOR,
+        {
+            "element_epilogue": str(L.DataTypeTag[op.element_epilogue]),
+            "epilogue_functor": L.EpilogueFunctor3xTag[op.epilogue_functor],
+        },
+    )
+
+    def cluster(i: int) -> str:
+        return f"cute::_{td.cluster_shape[i]}" if td.cluster_shape[i] > 0 else "int"
+
+    values = {
+        "operation_name": op.procedural_name(),
+        "operation_suffix": "",
+        "problem_shape": "cute::Shape<int,int,int,int>",
+        "element_a": L.DataTypeTag[op.A.element],
+        "layout_a": L.LayoutTag[op.A.layout],
+        "element_b": L.DataTypeTag[op.B.element],
+        "layout_b": L.LayoutTag[op.B.layout],
+        "element_c": L.DataTypeTag[op.C.element],
+        "layout_c": L.LayoutTag[op.C.layout],
+        "element_d": L.DataTypeTag[op.D.element],
+        "layout_d": L.LayoutTag[op.D.layout],
+        "element_accumulator": L.DataTypeTag[op.accumulator_type()],
+        "opcode_class_main": L.OpcodeClassTag[opcode],
+        "opcode_class_epi": L.OpcodeClassTag[opcode],
+        "arch": f"cutlass::arch::Sm{op.arch}",
+        "tile_shape_m": str(tile_m),
+        "tile_shape_n": str(tile_n),
+        "tile_shape_k": str(tile_k),
+        "cluster_shape_m": cluster(0),
+        "cluster_shape_n": cluster(1),
+        "cluster_shape_k": cluster(2),
+        "kernel_schedule": str(L.KernelScheduleTag[op.kernel_schedule]),
+        "epilogue_schedule": str(L.EpilogueScheduleTag[op.epilogue_schedule]),
+        "epi_tile_mn": "cutlass::epilogue::collective::EpilogueTileAuto",
+        "epilogue_functor": functor,
+        "stages": stages,
+        "align_a": str(op.A.alignment),
+        "align_b": str(op.B.alignment),
+        "align_c": str(op.C.alignment),
+        "align_d": str(op.D.alignment),
+        "element_epilogue": str(L.DataTypeTag[op.element_epilogue]),
+        "tile_scheduler": str(L.TileSchedulerTag[op.tile_scheduler]),
+        "mixed_dtype_prepare_code": "",
+    }
+    return str(L.SubstituteTemplate(_GEMM_3X, values))
