@@ -12,7 +12,8 @@ from kls.checks.syntax import syntax_findings
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.positions import Range
-from kls.render import RenderResult, render
+from kls.render import RenderResult
+from kls.sandbox.workers import render_isolated
 from kls.template.model import TemplateModel, parse_template
 
 TEMPLATE_SUFFIXES = (".cu.jinja", ".cuh.jinja", ".cu.j2", ".cuh.j2", ".jinja", ".j2")
@@ -90,7 +91,7 @@ class ModelCache:
 
 def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderResult, list[Finding]]:
     if instance.name not in cache.checked:
-        result = render(instance, cache.overrides)
+        result = render_isolated(instance, cache.overrides)
         models = cache.for_render(result)
         findings = render_findings(result, models) + syntax_findings(result, models)
         cache.checked[instance.name] = (result, [_tag(f, instance.name) for f in findings])

@@ -30,9 +30,11 @@ from kls.lsp.bench_jobs import bench_findings, bench_view, benchmark_active
 from kls.lsp.compile_jobs import compile_active
 from kls.lsp.convert import from_lsp_position, to_diagnostic
 from kls.lsp.jobs import Jobs
+from kls.lsp.offload import off_loop
 from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
 from kls.lsp.settings import Settings
-from kls.render import RenderResult, render
+from kls.render import RenderResult
+from kls.sandbox.workers import render_isolated
 from kls.template.model import parse_template
 
 log = logging.getLogger(__name__)
@@ -151,7 +153,7 @@ class KlsServer:
                 if only is None and len(phases) > 1 and not await self._quiet(uri, generation):
                     break  # edits keep coming: the interactive phase comes first again
                 try:
-                    result = await asyncio.to_thread(
+                    result = await off_loop(
                         check_file, path, text, instances, ModelCache(overrides), only, superseded
                     )
                 except Exception as exc:  # a bug in a check must not take the server down
@@ -263,7 +265,7 @@ class KlsServer:
             checked = state.result.renders.get(spec.name)
             if checked is not None:
                 return checked
-        return await asyncio.to_thread(render, spec, self.overrides())
+        return await off_loop(render_isolated, spec, self.overrides())
 
 
 def create_server() -> LanguageServer:
@@ -286,7 +288,7 @@ def create_server() -> LanguageServer:
                 "uri": None,
                 "error": "no instance declares this template in kls.toml",
             }
-        result = await asyncio.to_thread(render, spec, k.overrides())
+        result = await off_loop(render_isolated, spec, k.overrides())
         error = None if result.ok else "; ".join(f.message for f in result.findings)
         return {
             "instance": spec.name,
@@ -353,7 +355,7 @@ def create_server() -> LanguageServer:
         params: lsp.DocumentDiagnosticParams,
     ) -> lsp.DocumentDiagnosticReport:
         uri = params.text_document.uri
-        result = await asyncio.to_thread(k.check_now, uri)
+        result = await off_loop(k.check_now, uri)
         nvcc = k.nvcc.get(str(k.path(uri)), [])
         return lsp.RelatedFullDocumentDiagnosticReport(
             items=[to_diagnostic(f) for f in [*result.findings, *nvcc]]

@@ -1,0 +1,240 @@
+"""Render in worker processes that kls can kill: a deadline, a memory limit, a fresh replacement.
+
+The in-process bounds of `kls.render` (time checked at helper calls and output writes, output
+size) cannot stop a template that loops without writing or builds a huge value in one step. So
+every render that executes template code runs here, in a process of its own
+(`kls.sandbox.child`):
+
+- a wall-clock deadline inside the worker (SIGALRM raises where the template is, so the KT104
+  finding names its line), and a hard one outside it: past `seconds + grace` the parent kills
+  the process and answers KT104 itself;
+- an address-space limit (`RLIMIT_AS`): a memory bomb fails with MemoryError (KT104) in the
+  worker, never in the editor; a worker that hit a limit is replaced, not reused;
+- an elastic pool: idle workers are reused (their compiled-template and op caches stay warm);
+  when all are busy a new one starts (~0.2 s), up to a cap, so a few pathological documents
+  never hold up the others.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import pickle
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from kls.instances.schema import InstanceSpec
+from kls.render import Limits, RenderResult
+from kls.sandbox.child import failed, time_message
+
+GRACE_S = 1.0  # after the render's deadline, before the parent kills the worker
+DEFAULT_MEMORY_MB = 1024  # per worker; a shipped CUTLASS render peaks at ~60 MB
+# A render still running after this long is deprioritised (the shipped ones take 2-25 ms).
+SLOW_RENDER_S = 0.25
+SLOW_NICENESS = 15
+
+
+@dataclass(frozen=True)
+class WorkerLimits:
+    memory_mb: int = DEFAULT_MEMORY_MB
+    grace_s: float = GRACE_S
+
+
+Request = tuple[InstanceSpec, dict[Path, str], Limits]
+
+
+class _Worker:
+    """One `python -m kls.sandbox.child` process and its two pipes."""
+
+    def __init__(self, memory_mb: int) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "kls.sandbox.child", str(memory_mb)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C in the terminal is the parent's alone
+        )
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = Connection(os.dup(self.process.stdin.fileno()), readable=False)
+        self.answers = Connection(os.dup(self.process.stdout.fileno()), writable=False)
+        self.process.stdin.close()
+        self.process.stdout.close()
+        self.niced = False
+
+    def yield_cpu(self) -> None:
+        """Lower this worker's CPU priority (for good: it is not reused afterwards)."""
+        with contextlib.suppress(OSError):
+            os.setpriority(os.PRIO_PROCESS, self.process.pid, SLOW_NICENESS)
+            self.niced = True
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        with contextlib.suppress(OSError):
+            self.process.kill()
+        with contextlib.suppress(Exception):
+            self.process.wait(timeout=1)
+        for conn in (self.requests, self.answers):
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+def default_max_workers() -> int:
+    return max(8, min(16, 4 * (os.cpu_count() or 1)))
+
+
+class RenderWorkers:
+    """A thread-safe, elastic pool of render worker processes."""
+
+    def __init__(
+        self,
+        keep: int | None = None,
+        max_workers: int | None = None,
+        limits: WorkerLimits | None = None,
+    ) -> None:
+        self.keep = keep or max(2, os.cpu_count() or 1)
+        self.max_workers = max(max_workers or default_max_workers(), self.keep)
+        self.limits = limits or WorkerLimits()
+        self._idle: list[_Worker] = []
+        self._busy: set[_Worker] = set()
+        self._cond = threading.Condition()
+        self._closed = False
+
+    def render(
+        self,
+        instance: InstanceSpec,
+        overrides: dict[Path, str] | None = None,
+        limits: Limits | None = None,
+    ) -> RenderResult:
+        """Render in a worker; a render that breaks a limit ends as a KT104 finding."""
+        limits = limits or Limits()
+        request: Request = (instance, dict(overrides or {}), limits)
+        worker = self._acquire()
+        spent = True
+        try:
+            result, spent = self._exchange(worker, request)
+            return result
+        finally:
+            self._release(worker, reuse=not spent)
+
+    def _exchange(self, worker: _Worker, request: Request) -> tuple[RenderResult, bool]:
+        instance, _, limits = request
+        started = time.monotonic()
+        try:
+            worker.requests.send(request)
+            answered = worker.answers.poll(SLOW_RENDER_S)
+            if not answered:
+                worker.yield_cpu()  # a slow render must not slow the interactive ones
+                answered = worker.answers.poll(limits.seconds + self.limits.grace_s - SLOW_RENDER_S)
+            if answered:
+                result, spent = worker.answers.recv()
+                return result, spent or worker.niced
+        except (EOFError, OSError, pickle.PicklingError):
+            return failed(instance, self._death_message(worker)), True
+        spent_s = time.monotonic() - started
+        return failed(instance, f"{time_message(limits)} ({spent_s:.1f} s)"), True
+
+    def _death_message(self, worker: _Worker) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(timeout=1)
+        code = worker.process.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return (
+            f"the render process died ({how}); a template that needs more than "
+            f"{self.limits.memory_mb} MB or crashes the renderer is stopped here"
+        )
+
+    def _acquire(self) -> _Worker:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("kls render workers are closed")
+                if self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        break
+                    worker.kill()
+                    continue
+                if len(self._busy) < self.max_workers:
+                    worker = _Worker(self.limits.memory_mb)
+                    break
+                self._cond.wait()
+            self._busy.add(worker)
+            return worker
+
+    def _release(self, worker: _Worker, reuse: bool) -> None:
+        with self._cond:
+            self._busy.discard(worker)
+            if reuse and not self._closed and len(self._idle) < self.keep:
+                self._idle.append(worker)
+                worker = None  # type: ignore[assignment]
+            self._cond.notify()
+        if worker is not None:
+            worker.kill()
+
+    def warm(self) -> None:
+        """Start the fork server and one worker now, so the first edit does not wait."""
+        self._release(self._acquire(), True)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            workers = [*self._idle, *self._busy]
+            self._idle.clear()
+            self._cond.notify_all()
+        for worker in workers:
+            worker.kill()
+
+    @property
+    def size(self) -> int:
+        with self._cond:
+            return len(self._idle) + len(self._busy)
+
+
+_SHARED: RenderWorkers | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_workers() -> RenderWorkers:
+    """The process-wide pool (created on first use, closed at exit)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = RenderWorkers()
+            atexit.register(_SHARED.close)
+        return _SHARED
+
+
+def close_shared_workers() -> None:
+    """Kill the render workers now (server exit): threads waiting on them return at once."""
+    with _SHARED_LOCK:
+        pool = _SHARED
+    if pool is not None:
+        pool.close()
+
+
+def configure(limits: WorkerLimits) -> None:
+    """Apply new worker limits (a settings change): later workers start with them."""
+    pool = shared_workers()
+    if pool.limits != limits:
+        pool.limits = limits
+        with pool._cond:
+            idle, pool._idle = pool._idle, []
+        for worker in idle:
+            worker.kill()
+
+
+def render_isolated(
+    instance: InstanceSpec,
+    overrides: dict[Path, str] | None = None,
+    limits: Limits | None = None,
+) -> RenderResult:
+    """`kls.render.render`, run in a killable worker process under the sandbox's limits."""
+    return shared_workers().render(instance, overrides, limits)
