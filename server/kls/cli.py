@@ -325,9 +325,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from kls.compile.run import kill_children
 
     _kill_children_on_exit(exit_now=True)
+    from kls.sandbox.workers import close_shared_workers
+
     try:
         return serve(args.tcp)
     finally:
+        close_shared_workers()
         kill_children()
 
 
