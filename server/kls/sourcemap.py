@@ -23,7 +23,6 @@ expression emits exactly that string, its lines map into the sub-template (`subs
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,11 +172,13 @@ class SourceMapCodeGenerator(CodeGenerator):
 def line_origins(
     chunks: list[str], wheres: list[Where | None], subs: dict[str, list[Origin | None]]
 ) -> list[Origin | None]:
-    """The origin of each line of `"".join(chunks)`: the origin of the line's first character
-    (its newline, for an empty line). `wheres[i]` is where chunk i was written; None continues
-    the previous chunk's position. `subs` maps a sub-template's output to its own origins."""
+    """The origin of each line of `"".join(chunks)`: the origin of the line's first
+    non-blank character, or of its first character (its newline, for an empty line) when it is
+    all blank. `wheres[i]` is where chunk i was written; None continues the previous chunk's
+    position. `subs` maps a sub-template's output to its own origins."""
     origins: list[Origin | None] = []
-    at_start = True
+    at_start = True  # the next character starts a rendered line
+    blank = False  # the open rendered line holds only blanks so far
     end: Origin | None = None  # where the previous chunk ended
     cache: dict[tuple[str, int], Origin] = {}
 
@@ -195,7 +196,7 @@ def line_origins(
             continue
         newlines = chunk.count("\n")
         # The origin of each line of this chunk: index k is the line after the k-th newline.
-        lines: Iterable[Origin | None]
+        lines: list[Origin | None]
         if where is None:
             lines = [end] * (newlines + 1)
         elif where[2] == DATA:
@@ -206,13 +207,19 @@ def line_origins(
                 lines = sub[: newlines + 1]
             else:
                 lines = [at(where[0], where[1])] * (newlines + 1)
-        line_list = list(lines)
-        first = 0 if at_start else 1
+        head = chunk if not newlines else chunk[: chunk.index("\n")]
+        if at_start:
+            origins.append(lines[0])
+            blank = not head.strip()
+        elif blank and head.strip():
+            origins[-1] = lines[0]  # the open line's first non-blank character is here
+            blank = False
         ends_line = chunk.endswith("\n")
-        last = newlines if not ends_line else newlines - 1
-        origins.extend(line_list[first : last + 1])
+        origins.extend(lines[1 : newlines if ends_line else newlines + 1])
+        if newlines and not ends_line:
+            blank = not chunk[chunk.rindex("\n") + 1 :].strip()
         at_start = ends_line
-        end = line_list[-1]
+        end = lines[-1]
     if at_start:
         origins.append(end)
     return origins
