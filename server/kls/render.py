@@ -195,8 +195,9 @@ def render(
 ) -> RenderResult:
     """Render `instance`; `overrides` gives unsaved editor text by path.
 
-    `mark=False` renders exactly as plain Jinja would, without a source map (used to prove
-    that the markers never change the output).
+    The text is exactly what plain Jinja renders for the same context; `mark=True` also
+    builds the source map, out of band (kls.sourcemap). `mark=False` skips the map (used to
+    prove that mapping never changes the output).
     """
     r = _Renderer(instance, overrides or {}, limits or Limits(), mark)
     result = RenderResult(instance, None, None, r.recorder.calls, r.recorder.findings)
