@@ -44,11 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="lint templates and every instance in kls.toml")
     check.add_argument("paths", nargs="*", type=Path, default=[Path(".")])
     check.add_argument("--format", choices=("text", "json"), default="text")
+    _add_extra_root(check)
     check.set_defaults(func=cmd_check)
 
     instances = sub.add_parser("instances", help="list the instances declared for a template")
     instances.add_argument("template", type=Path)
     instances.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    _add_extra_root(instances)
     instances.set_defaults(func=cmd_instances)
 
     render = sub.add_parser("render", help="print the CUDA of one instance")
@@ -61,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     render.add_argument(
         "--source-map", action="store_true", help="prefix each line with its template line"
     )
+    _add_extra_root(render)
     render.set_defaults(func=cmd_render)
 
     compile_ = sub.add_parser("compile", help="compile one instance with nvcc")
@@ -74,6 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
     compile_.add_argument("--output", "-o", type=Path, help="copy the built library here")
     compile_.add_argument("--log", action="store_true", help="print nvcc's full output")
+    _add_extra_root(compile_)
     compile_.set_defaults(func=cmd_compile)
 
     bench = sub.add_parser("bench", help="build, verify and time instances on the local GPU")
@@ -84,6 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", action="store_true", help="machine-readable output")
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
+    _add_extra_root(bench)
     bench.set_defaults(func=cmd_bench)
 
     cache = sub.add_parser("cache", help="the compile cache")
@@ -99,8 +104,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_extra_root(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--extra-root",
+        dest="extra_roots",
+        metavar="DIR",
+        type=Path,
+        action="append",
+        default=[],
+        help="a folder outside the project (the folder of kls.toml) that templates may be read "
+        "from; repeat for several",
+    )
+
+
 def cmd_check(args: argparse.Namespace) -> int:
-    result = check_paths(list(args.paths))
+    result = check_paths(list(args.paths), extra_roots=args.extra_roots)
     findings = sorted(result.findings, key=_order)
     if args.format == "json":
         payload = {
@@ -125,7 +143,9 @@ def _order(f: Finding) -> tuple[str, int, int, str]:
     return (f.path, f.range.start.line, f.range.start.column, f.code)
 
 
-def _instances_for(template: Path, config: Path | None) -> tuple[InstanceSet | None, str]:
+def _instances_for(
+    template: Path, config: Path | None, extra_roots: Sequence[Path] = ()
+) -> tuple[InstanceSet | None, str]:
     if not template.is_file():
         return None, f"kls: {template}: no such template file"
     config = config or find_config(template)
@@ -134,12 +154,12 @@ def _instances_for(template: Path, config: Path | None) -> tuple[InstanceSet | N
             f"kls: no kls.toml found at or above {template.parent}; declare instances there "
             "(see README: Instances)"
         )
-    return load_instances(config), ""
+    return load_instances(config, extra_roots=extra_roots), ""
 
 
 def _load_instances(args: argparse.Namespace) -> InstanceSet | None:
     """The instances for `args.template`, or None after saying why there are none."""
-    instances, problem = _instances_for(args.template, args.config)
+    instances, problem = _instances_for(args.template, args.config, args.extra_roots)
     if instances is None:
         print(problem, file=sys.stderr)
     return instances

@@ -23,10 +23,22 @@ _E, _W = Severity.ERROR, Severity.WARNING
 RULES: dict[str, Rule] = {
     r.code: r
     for r in (
-        Rule("KT001", "config-unreadable", _E, "kls.toml is not valid TOML or cannot be read"),
+        Rule(
+            "KT001",
+            "config-unreadable",
+            _E,
+            "kls.toml is not valid TOML, cannot be read, or is larger than 1 MiB",
+        ),
         Rule("KT002", "config-type", _E, "a config value has the wrong type or value"),
         Rule("KT003", "config-unknown-key", _E, "a config key kls does not know"),
-        Rule("KT004", "config-missing-file", _E, "a template path in the config does not exist"),
+        Rule(
+            "KT004",
+            "config-missing-file",
+            _E,
+            "a template path in the config does not exist, or leaves the project root (the "
+            "folder of kls.toml, symlinks resolved): move the file into the project or name its "
+            "folder in kls.extraRoots / --extra-root",
+        ),
         Rule("KT005", "unknown-op", _E, "the CUTLASS op is unknown or does not fit the tensors"),
         Rule("KT006", "no-instances", _W, "the config declares no instances"),
         Rule("KT101", "jinja-syntax", _E, "Jinja syntax error"),
@@ -35,7 +47,13 @@ RULES: dict[str, Rule] = {
         ),
         Rule("KT103", "render-raised", _E, "rendering raised an exception"),
         Rule("KT104", "render-limit", _E, "rendering ran past the time or size bound"),
-        Rule("KT105", "unreadable-template", _E, "the template is not UTF-8 or cannot be read"),
+        Rule(
+            "KT105",
+            "unreadable-template",
+            _E,
+            "the template is not UTF-8, cannot be read, or is beyond kls's size bounds (1 MiB, "
+            "10,000 lines, 64 KiB of Jinja code): save it as UTF-8 or split it",
+        ),
         Rule(
             "KT106",
             "sandbox-refused",

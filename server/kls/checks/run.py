@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -10,6 +11,7 @@ from kls.checks.rendered import Models, render_findings
 from kls.checks.static import static_findings
 from kls.checks.syntax import syntax_findings
 from kls.findings import Finding, Severity
+from kls.input_limits import MAX_TEMPLATE_BYTES, MAX_TEMPLATE_CODE_BYTES, MAX_TEMPLATE_LINES
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.positions import Range
 from kls.render import RenderResult
@@ -17,7 +19,7 @@ from kls.sandbox.workers import render_isolated
 from kls.template.model import TemplateModel, parse_template
 
 TEMPLATE_SUFFIXES = (".cu.jinja", ".cuh.jinja", ".cu.j2", ".cuh.j2", ".jinja", ".j2")
-MAX_TEMPLATE_BYTES = 10 * 1024 * 1024
+JINJA_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
 
 
 @dataclass
@@ -36,24 +38,19 @@ def is_template(path: Path) -> bool:
 
 
 def read_template(path: Path) -> tuple[str | None, Finding | None]:
-    """The text, or a KT105 finding that says why it cannot be used."""
+    """The text, or a KT105 finding that says why it cannot be used. Never reads more than
+    MAX_TEMPLATE_BYTES + 1 bytes, whatever the file's size."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            data = f.read(MAX_TEMPLATE_BYTES + 1)
     except OSError as exc:
         return None, Finding(
             "KT105", Severity.ERROR, Range.of_line(0), f"cannot read: {exc}", path=str(path)
         )
     if len(data) > MAX_TEMPLATE_BYTES:
-        return None, Finding(
-            "KT105",
-            Severity.ERROR,
-            Range.of_line(0),
-            f"template is {len(data) // (1024 * 1024)} MB; kls checks templates up to "
-            f"{MAX_TEMPLATE_BYTES // (1024 * 1024)} MB",
-            path=str(path),
-        )
+        return None, _too_large(path, f"larger than {_kib(MAX_TEMPLATE_BYTES)}")
     try:
-        return data.decode("utf-8"), None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n")
         return None, Finding(
@@ -63,6 +60,43 @@ def read_template(path: Path) -> tuple[str | None, Finding | None]:
             f"template is not UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8",
             path=str(path),
         )
+    problem = template_size_problem(path, text)
+    return (None, problem) if problem is not None else (text, None)
+
+
+def template_size_problem(path: Path, text: str) -> Finding | None:
+    """A KT105 finding when `text` is beyond what kls parses in about a second (the bounds and
+    their measurements are in kls.input_limits), else None."""
+    long = len(text) > MAX_TEMPLATE_BYTES  # at least one byte a character: no need to encode
+    size = len(text) if long else len(text.encode("utf-8", errors="replace"))
+    if size > MAX_TEMPLATE_BYTES:
+        return _too_large(path, f"{_kib(size)}, more than {_kib(MAX_TEMPLATE_BYTES)}")
+    lines = text.count("\n") + 1
+    if lines > MAX_TEMPLATE_LINES:
+        return _too_large(path, f"{lines} lines, more than {MAX_TEMPLATE_LINES}")
+    code = sum(len(m) for m in JINJA_CODE.findall(text))
+    if code > MAX_TEMPLATE_CODE_BYTES:
+        return _too_large(
+            path,
+            f"{_kib(code)} of Jinja code inside {{{{ }}}} and {{% %}}, more than "
+            f"{_kib(MAX_TEMPLATE_CODE_BYTES)}",
+        )
+    return None
+
+
+def _too_large(path: Path, how: str) -> Finding:
+    return Finding(
+        "KT105",
+        Severity.ERROR,
+        Range.of_line(0),
+        f"template is {how}, beyond what kls checks in about a second; split it into "
+        "sub-templates ({% include %} or argument_template/epilogue_template)",
+        path=str(path),
+    )
+
+
+def _kib(size: int) -> str:
+    return f"{size / 1024:,.0f} KiB" if size < 1024 * 1024 else f"{size / (1024 * 1024):.1f} MiB"
 
 
 class ModelCache:
@@ -78,6 +112,8 @@ class ModelCache:
     def model(self, path: str) -> TemplateModel | None:
         if path not in self.models:
             text = self.overrides.get(Path(path).resolve())
+            if text is not None and template_size_problem(Path(path), text) is not None:
+                return None
             if text is None:
                 text, _ = read_template(Path(path))
             if text is None:
@@ -120,6 +156,10 @@ def check_file(
             result.findings.append(problem)
             return result
     assert text is not None
+    too_large = template_size_problem(path, text)
+    if too_large is not None:  # editor text, which read_template did not see
+        result.findings.append(too_large)
+        return result
     cache = cache or ModelCache({path: text})
     cache.overrides.setdefault(path, text)
     model = parse_template(text)
@@ -178,15 +218,19 @@ def apply_noqa(findings: list[Finding], cache: ModelCache) -> list[Finding]:
     return kept
 
 
-def check_paths(paths: list[Path]) -> CheckResult:
-    """`kls check`: every template under `paths` and every instance of the configs found."""
+def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckResult:
+    """`kls check`: every template under `paths` and every instance of the configs found
+    (whose templates may also lie under `extra_roots`)."""
+    extra_roots = tuple(extra_roots)
     result = CheckResult()
     files: list[Path] = []
     configs: dict[Path, InstanceSet] = {}
     for root in paths:
         if root.is_file() and root.suffix == ".toml":
             # A config: check it and every template its instances read.
-            instance_set = configs.setdefault(root.resolve(), load_instances(root))
+            instance_set = configs.setdefault(
+                root.resolve(), load_instances(root, extra_roots=extra_roots)
+            )
             for spec in instance_set.instances.values():
                 files.extend(
                     p
@@ -210,7 +254,7 @@ def check_paths(paths: list[Path]) -> CheckResult:
             )
         config = find_config(root if root.exists() else Path.cwd())
         if config is not None and config not in configs:
-            configs[config] = load_instances(config)
+            configs[config] = load_instances(config, extra_roots=extra_roots)
     for instance_set in configs.values():
         result.findings.extend(instance_set.findings)
     cache = ModelCache()

@@ -6,9 +6,10 @@ when others are broken, so one typo does not hide the rest.
 
 from __future__ import annotations
 
+import math
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ else:  # pragma: no cover
 
 from kls.dtypes import known_dtype_names, lookup_dtype
 from kls.findings import Finding, Severity
+from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
 from kls.instances.locate import TomlLocator
+from kls.instances.roots import describe_roots, is_inside, project_roots
 from kls.instances.schema import (
     KINDS,
     PROFILES,
@@ -57,6 +60,20 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}
 TOP_KEYS = {"instances", "defaults"}
+TEMPLATE_KEYS = ("template", "argument_template", "epilogue_template")
+C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# C and C++ keywords a kernel name must not be (CUDA C++ is compiled as C++).
+_CPP_KEYWORD_TEXT = (
+    "alignas alignof asm auto bool break case catch char char8_t char16_t char32_t class "
+    "concept const consteval constexpr constinit const_cast continue co_await co_return "
+    "co_yield decltype default delete do double dynamic_cast else enum explicit export "
+    "extern false float for friend goto if inline int long mutable namespace new noexcept "
+    "nullptr operator private protected public register reinterpret_cast requires return "
+    "short signed sizeof static static_assert static_cast struct switch template this "
+    "thread_local throw true try typedef typeid typename union unsigned using virtual void "
+    "volatile wchar_t while"
+)
+CPP_KEYWORDS = frozenset(_CPP_KEYWORD_TEXT.split())
 
 
 @dataclass
@@ -101,17 +118,29 @@ def find_config(start: Path) -> Path | None:
 
 def _has_tool_kls(pyproject: Path) -> bool:
     try:
-        return "[tool.kls" in pyproject.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        with pyproject.open("rb") as f:
+            head = f.read(MAX_CONFIG_BYTES)
+    except OSError:
         return False
+    return b"[tool.kls" in head
 
 
-def load_instances(path: Path, text: str | None = None) -> InstanceSet:
+def load_instances(
+    path: Path, text: str | None = None, extra_roots: Iterable[str | Path] = ()
+) -> InstanceSet:
+    """The instances of the config at `path` (or of `text`, its unsaved contents). Template
+    paths must lie inside the config's folder or one of `extra_roots` (KT004 otherwise)."""
     result = InstanceSet(path)
     try:
-        text = path.read_text(encoding="utf-8") if text is None else text
+        text = _read_config(path) if text is None else text
     except (OSError, UnicodeDecodeError) as exc:
         result.findings.append(_finding(path, Range.of_line(0), "KT001", f"cannot read: {exc}"))
+        return result
+    except _ConfigTooLarge as exc:
+        result.findings.append(_finding(path, Range.of_line(0), "KT001", str(exc)))
+        return result
+    if len(text) > MAX_CONFIG_BYTES:
+        result.findings.append(_finding(path, Range.of_line(0), "KT001", _too_large(len(text))))
         return result
     try:
         data = tomllib.loads(text)
@@ -128,8 +157,30 @@ def load_instances(path: Path, text: str | None = None) -> InstanceSet:
         data = data.get("tool", {}).get("kls", {})
         prefix = ("tool", "kls")
     reader = _Reader(path, TomlLocator(text), prefix, result.findings)
+    reader.roots = project_roots(path, extra_roots)
     reader.read(data, result.instances)
     return result
+
+
+class _ConfigTooLarge(Exception):
+    pass
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"the config is {size / (1024 * 1024):.1f} MiB; kls reads configs up to "
+        f"{MAX_CONFIG_BYTES // (1024 * 1024)} MiB (about 5,000 instances): split it into one "
+        "kls.toml per folder of templates"
+    )
+
+
+def _read_config(path: Path) -> str:
+    """The config's text, refusing to read more than MAX_CONFIG_BYTES."""
+    with path.open("rb") as f:
+        data = f.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise _ConfigTooLarge(_too_large(max(path.stat().st_size, len(data))))
+    return data.decode("utf-8")
 
 
 def _finding(path: Path, rng: Range, code: str, message: str) -> Finding:
@@ -145,6 +196,7 @@ class _Reader:
         self.locator = locator
         self.prefix = prefix
         self.out = out
+        self.roots: tuple[Path, ...] = project_roots(path)
 
     def error(self, keys: tuple[str, ...], code: str, message: str) -> None:
         self.out.append(_finding(self.path, self.locator.find(self.prefix + keys), code, message))
@@ -164,7 +216,18 @@ class _Reader:
             return
         if not instances:
             self.error(("instances",), "KT006", "no instances declared: add [instances.NAME]")
-        for name, raw in instances.items():
+        names = list(instances)
+        if len(names) > MAX_INSTANCES:
+            first_ignored = names[MAX_INSTANCES]
+            self.error(
+                ("instances", first_ignored),
+                "KT002",
+                f"{len(names)} instances declared; kls reads the first {MAX_INSTANCES} and "
+                f"ignores '{first_ignored}' and the {len(names) - MAX_INSTANCES - 1} after it: "
+                "split the instances into one kls.toml per folder of templates",
+            )
+        for name in names[:MAX_INSTANCES]:
+            raw = instances[name]
             if not isinstance(raw, dict):
                 self.error(("instances", name), "KT002", f"instance '{name}' must be a table")
                 continue
@@ -200,21 +263,22 @@ class _Reader:
             return None
         if not ok:
             return None
-        base = self.path.parent
-        template = (base / raw["template"]).resolve()
-        if not template.is_file():
-            self.error(where("template"), "KT004", f"template file not found: {raw['template']}")
-            return None
-        sub: dict[str, Path | None] = {}
-        for key in ("argument_template", "epilogue_template"):
-            sub[key] = None
+        paths: dict[str, Path | None] = {}
+        for key in TEMPLATE_KEYS:
+            paths[key] = None
             if key in raw:
-                candidate = (base / raw[key]).resolve()
-                if not candidate.is_file():
-                    self.error(where(key), "KT004", f"{key} not found: {raw[key]}")
+                paths[key] = self.template_path(where(key), key, raw[key])
+                if paths[key] is None:
                     return None
-                sub[key] = candidate
+        template = paths["template"]
+        assert template is not None
+        kernel_name = raw.get("kernel_name", f"kls_{_c_ident(name)}")
         checks: list[Callable[[], bool]] = [
+            lambda: self.kernel_name(
+                where("kernel_name") if "kernel_name" in raw else at, name, kernel_name
+            ),
+            lambda: self.finite(where("alpha"), raw.get("alpha", 1.0)),
+            lambda: self.finite(where("beta"), raw.get("beta", 0.0)),
             lambda: self.profile(where("profile"), raw.get("profile", PROFILES[0])),
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
@@ -238,23 +302,77 @@ class _Reader:
             profile=RENAMED_PROFILES.get(raw.get("profile", ""), raw.get("profile", PROFILES[0])),
             kind=raw.get("kind", _default_kind(raw)),
             arch=str(raw.get("arch", "90a")),
-            kernel_name=raw.get("kernel_name", f"kls_{_c_ident(name)}"),
+            kernel_name=kernel_name,
             tensors=tensors,
             alpha=float(raw.get("alpha", 1.0)),
             beta=float(raw.get("beta", 0.0)),
             input_reorder=tuple(reorder) if reorder is not None else None,
-            argument_template=sub["argument_template"],
-            epilogue_template=sub["epilogue_template"],
+            argument_template=paths["argument_template"],
+            epilogue_template=paths["epilogue_template"],
             should_swap_xw=bool(raw.get("should_swap_xw", False)),
             op=raw.get("op"),
             op_filter=op_filter,
             variables=dict(raw.get("vars", {})),
             reference=raw.get("reference", _default_reference(raw)),
+            roots=self.roots,
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
             ).start.line,
         )
+
+    def template_path(self, keys: tuple[str, ...], key: str, value: str) -> Path | None:
+        """The real path of a template the config names, or None after a KT004 finding: the
+        file is missing, or it lies outside the project (checked first, so nothing outside
+        is even probed)."""
+        candidate = self.path.parent / value
+        if not is_inside(candidate, self.roots):
+            self.error(
+                keys,
+                "KT004",
+                f"{key} '{value}' resolves to {candidate.resolve()}, outside "
+                f"{describe_roots(self.roots)}; kls reads only templates inside the project: "
+                "move the file into the project, or name its folder in the kls.extraRoots "
+                "setting (CLI: --extra-root DIR)",
+            )
+            return None
+        resolved = candidate.resolve()
+        if not resolved.is_file():
+            what = "template file" if key == "template" else key
+            self.error(keys, "KT004", f"{what} not found: {value}")
+            return None
+        return resolved
+
+    def kernel_name(self, keys: tuple[str, ...], instance: str, name: str) -> bool:
+        problem = _c_identifier_problem(name)
+        if problem is None:
+            return True
+        if keys[-1] == "kernel_name":
+            fix = 'set kernel_name to a C identifier, e.g. kernel_name = "kls_gemm"'
+            what = f"kernel_name '{name}'"
+        else:
+            fix = (
+                "rename the instance to ASCII letters, digits and '_', or set kernel_name = "
+                '"kls_..." to a C identifier'
+            )
+            what = f"instance name '{instance}' gives the kernel name '{name}', which"
+        self.error(keys, "KT002", f"{what} is not a valid C identifier: {problem}; {fix}")
+        return False
+
+    def finite(self, keys: tuple[str, ...], value: float) -> bool:
+        try:
+            if math.isfinite(float(value)):
+                return True
+        except OverflowError:
+            pass
+        shown = value if isinstance(value, float) else f"an integer of {len(str(value))} digits"
+        self.error(
+            keys,
+            "KT002",
+            f"'{keys[-1]}' is {shown}, which C cannot write as a finite double: use a finite "
+            "number below 1.8e308",
+        )
+        return False
 
     def choice(self, keys: tuple[str, ...], value: str, allowed: tuple[str, ...]) -> bool:
         if value in allowed:
@@ -314,6 +432,8 @@ class _Reader:
                 at + ("shape",), "KT002", f"tensor '{name}' needs 'shape', non-negative ints"
             )
             return None
+        if not self.within_int64(at + ("shape",), name, "shape", shape):
+            return None
         dtype_name = raw.get("dtype")
         dtype = lookup_dtype(dtype_name) if isinstance(dtype_name, str) else None
         if dtype is None:
@@ -328,10 +448,53 @@ class _Reader:
         if stride is None:
             return None
         offset = raw.get("offset", 0)
-        if not isinstance(offset, int) or offset < 0:
+        if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
             self.error(at + ("offset",), "KT002", "'offset' must be a non-negative integer")
             return None
+        if not self.within_int64(at + ("offset",), name, "offset", [offset]):
+            return None
+        if not self.extent_within_int64(at, name, tuple(shape), stride, offset, dtype.size):
+            return None
         return TensorSpec(name, tuple(shape), dtype, stride, offset)
+
+    def within_int64(
+        self, keys: tuple[str, ...], tensor: str, what: str, values: list[int]
+    ) -> bool:
+        too_big = [v for v in values if v > INT64_MAX]
+        if not too_big:
+            return True
+        self.error(
+            keys,
+            "KT002",
+            f"tensor '{tensor}': {what} value {too_big[0]} does not fit the int64_t kls emits "
+            f"into C (at most {INT64_MAX})",
+        )
+        return False
+
+    def extent_within_int64(
+        self,
+        at: tuple[str, ...],
+        tensor: str,
+        shape: tuple[int, ...],
+        stride: tuple[int, ...],
+        offset: int,
+        itemsize: int,
+    ) -> bool:
+        """The element count and the last byte the tensor reaches must fit int64_t: the C code
+        multiplies sizes and strides in that type."""
+        numel = math.prod(shape)
+        last = offset + sum((s - 1) * st for s, st in zip(shape, stride) if s > 0)
+        if numel * itemsize <= INT64_MAX and (last + 1) * itemsize <= INT64_MAX:
+            return True
+        key = "stride" if last * itemsize > INT64_MAX and numel * itemsize <= INT64_MAX else "shape"
+        self.error(
+            at + (key,),
+            "KT002",
+            f"tensor '{tensor}' spans {max(numel, last + 1)} elements of {itemsize} bytes, more "
+            f"than the int64_t byte offsets of the C code can address (at most {INT64_MAX} "
+            "bytes): use smaller sizes",
+        )
+        return False
 
     def stride(
         self, at: tuple[str, ...], name: str, shape: tuple[int, ...], raw: dict[str, Any]
@@ -347,6 +510,15 @@ class _Reader:
                     "KT002",
                     f"tensor '{name}': 'stride' must be {len(shape)} integers like its shape",
                 )
+                return None
+            if any(s < 0 for s in stride):
+                self.error(
+                    at + ("stride",),
+                    "KT002",
+                    f"tensor '{name}': strides must be non-negative (0 broadcasts a dimension)",
+                )
+                return None
+            if not self.within_int64(at + ("stride",), name, "stride", stride):
                 return None
             return tuple(stride)
         layout = raw.get("layout", "row")
@@ -399,4 +571,18 @@ def _type_words(expected: Any) -> str:
 
 
 def _c_ident(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name)
+    """An instance name as it appears in its kernel name: ASCII punctuation becomes '_'; other
+    characters are kept (and then refused by `_c_identifier_problem`)."""
+    return "".join(ch if ch.isalnum() or ch == "_" or not ch.isascii() else "_" for ch in name)
+
+
+def _c_identifier_problem(name: str) -> str | None:
+    """Why `name` cannot be a C/C++ function name, or None when it can."""
+    if not name:
+        return "it is empty"
+    if C_IDENTIFIER.fullmatch(name):
+        return f"'{name}' is a C++ keyword" if name in CPP_KEYWORDS else None
+    if name[0].isdigit():
+        return "it starts with a digit"
+    bad = next(ch for ch in name if not (ch.isascii() and (ch.isalnum() or ch == "_")))
+    return f"{bad!r} (U+{ord(bad):04X}) is not an ASCII letter, digit or '_'"

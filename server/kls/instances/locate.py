@@ -20,13 +20,21 @@ def split_key(text: str) -> tuple[str, ...]:
 
 
 class TomlLocator:
+    """Lines of key paths in one TOML text. Lookups cost O(depth of the path + lines of one
+    table body), not O(tables), so a config with thousands of instances loads in linear time."""
+
     def __init__(self, text: str) -> None:
         self.lines = text.splitlines()
-        self.headers: list[tuple[int, tuple[str, ...]]] = []
+        self.header_lines: dict[tuple[str, ...], int] = {}
+        self.body_ends: dict[int, int] = {}  # header line -> the line the next table starts
+        previous = -1
         for i, line in enumerate(self.lines):
             m = HEADER.match(line)
             if m and "=" not in m.group("path"):
-                self.headers.append((i, split_key(m.group("path"))))
+                self.header_lines.setdefault(split_key(m.group("path")), i)
+                self.body_ends[previous] = i
+                previous = i
+        self.body_ends[previous] = len(self.lines)
 
     def find(self, path: tuple[str, ...]) -> Range:
         line = self._line_of(path)
@@ -37,19 +45,19 @@ class TomlLocator:
     def _line_of(self, path: tuple[str, ...]) -> int:
         if not path:
             return 0
-        # An exact table header for the path.
-        for line, hpath in self.headers:
-            if hpath == path:
-                return line
-        # The deepest header that is a prefix, then the key inside its body.
-        best_line, best_len = -1, -1
-        for line, hpath in self.headers:
-            if path[: len(hpath)] == hpath and len(hpath) > best_len:
-                best_line, best_len = line, len(hpath)
-        rest = path[best_len:] if best_len >= 0 else path
-        start = best_line + 1
-        end = self._body_end(best_line)
-        for i in range(start, end):
+        # An exact table header for the path, else the deepest header that is a prefix, then
+        # the key inside its body.
+        for depth in range(len(path), -1, -1):
+            header_line = self.header_lines.get(path[:depth], -1) if depth else -1
+            if depth == len(path) and header_line >= 0:
+                return header_line
+            if header_line >= 0 or depth == 0:
+                found = self._key_in_body(header_line, path[depth:])
+                return found if found is not None else max(header_line, 0)
+        return 0
+
+    def _key_in_body(self, header_line: int, rest: tuple[str, ...]) -> int | None:
+        for i in range(header_line + 1, self.body_ends.get(header_line, len(self.lines))):
             m = KEY.match(self.lines[i])
             if not m:
                 continue
@@ -58,17 +66,16 @@ class TomlLocator:
                 if len(key) > 1 and rest[: len(key)] != key:
                     continue
                 return i
-        return max(best_line, 0)
-
-    def _body_end(self, header_line: int) -> int:
-        for line, _ in self.headers:
-            if line > header_line:
-                return line
-        return len(self.lines)
+        return None
 
     @staticmethod
     def _column_of(text: str, key: str) -> int:
-        m = re.search(rf"(?<![\w\-]){re.escape(key)}\s*=|\"{re.escape(key)}\"\s*=", text)
-        if m:
-            return m.start()
+        for candidate in (f'"{key}"', key):
+            start = 0
+            while (at := text.find(candidate, start)) >= 0:
+                before = text[at - 1] if at > 0 else " "
+                after = text[at + len(candidate) :].lstrip()
+                if not (before.isalnum() or before in "_-") and after.startswith("="):
+                    return at
+                start = at + 1
         return len(text) - len(text.lstrip())

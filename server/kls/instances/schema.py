@@ -84,6 +84,9 @@ class InstanceSpec:
     op_filter: OpFilter | None = None
     variables: dict[str, Any] = field(default_factory=dict)
     reference: str = "none"
+    # The real folders this instance's templates and their includes may be read from: the
+    # config's folder, then any extra roots (see kls.instances.roots).
+    roots: tuple[Path, ...] = ()
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
 

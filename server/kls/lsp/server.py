@@ -17,7 +17,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol, lsp_method
+from pygls.protocol import lsp_method
 from pygls.uris import to_fs_path
 
 from kls import __version__
@@ -32,6 +32,7 @@ from kls.lsp.convert import from_lsp_position, to_diagnostic
 from kls.lsp.jobs import Jobs
 from kls.lsp.offload import off_loop
 from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
+from kls.lsp.protocol_guard import GuardedProtocol, run_stdio, run_tcp
 from kls.lsp.settings import Settings
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
@@ -52,8 +53,9 @@ class DocState:
     result_generation: int = -1  # the generation `result` was computed for
 
 
-class KlsProtocol(LanguageServerProtocol):
-    """Adds what pygls 2.1 cannot advertise itself: `workspace.textDocumentContent`."""
+class KlsProtocol(GuardedProtocol):
+    """Adds what pygls 2.1 cannot advertise itself: `workspace.textDocumentContent`; the
+    JSON-RPC hardening (an error reply for every malformed request) is GuardedProtocol's."""
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
@@ -92,7 +94,7 @@ class KlsServer:
         if not config.is_file():
             return None
         if config not in self.configs:
-            self.configs[config] = load_instances(config)
+            self.configs[config] = load_instances(config, extra_roots=self.settings.extra_roots)
             # Problems in kls.toml belong to kls.toml: show them there, whether it is open or not.
             self.ls.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(
@@ -498,10 +500,10 @@ def _get(params: Any, key: str) -> Any:
 
 
 def serve(tcp: str | None = None) -> int:
+    """Serve over stdio (or TCP) until `exit`; the exit code is 1 when `exit` came without
+    `shutdown`, as the LSP spec asks."""
     ls = create_server()
     if tcp:
         host, _, port = tcp.rpartition(":")
-        ls.start_tcp(host or "127.0.0.1", int(port))
-    else:
-        ls.start_io()
-    return 0
+        return run_tcp(ls, host or "127.0.0.1", int(port))
+    return run_stdio(ls)

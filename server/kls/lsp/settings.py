@@ -14,6 +14,8 @@ class Settings:
     arch: str | None = None  # override the instances' arch for compiles
     compile_on_save: bool = True
     cutlass_include: str | None = None
+    # Folders outside the project (the folder of kls.toml) that templates may be read from.
+    extra_roots: tuple[str, ...] = ()
 
     @staticmethod
     def from_client(raw: Any) -> Settings:
@@ -33,4 +35,12 @@ class Settings:
             arch=text("arch"),
             compile_on_save=compile_on_save if isinstance(compile_on_save, bool) else True,
             cutlass_include=text("cutlassInclude"),
+            extra_roots=_folders(raw.get("extraRoots")),
         )
+
+
+def _folders(value: Any) -> tuple[str, ...]:
+    """A list of folder names; anything that is not a non-empty string is dropped."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(v for v in value if isinstance(v, str) and v)
