@@ -75,7 +75,7 @@ class DepRoots:
 
     source: Path
     cutlass: Path
-    toolkit: Path
+    toolkit: tuple[Path, ...] = ()
     project: Path | None = None
 
     def _labelled(self) -> list[tuple[str, str]]:
@@ -91,7 +91,7 @@ class DepRoots:
         for label, root in self._labelled():
             if _is_under(path, root):
                 return label + path[len(root.rstrip("/")) :]
-        return None if _is_under(path, str(self.toolkit)) else path
+        return None if any(_is_under(path, str(d)) for d in self.toolkit) else path
 
     def resolve(self, portable: str) -> Path | None:
         for label, root in self._labelled():

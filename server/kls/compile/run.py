@@ -159,7 +159,9 @@ def compile_instance(
     )
     result.key = key
     folder = cache.folder(key)
-    roots = DepRoots(folder / SOURCE_NAME, toolchain.cutlass_root, toolchain.toolkit_root, project)
+    roots = DepRoots(
+        folder / SOURCE_NAME, toolchain.cutlass_root, tuple(toolchain.toolkit_headers()), project
+    )
     with cache.lock(key, cancel):
         entry = cache.get(key, roots)
         if entry is None:

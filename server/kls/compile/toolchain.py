@@ -55,10 +55,14 @@ class Toolchain:
         root = self.cutlass_root
         return [root / "include", root / "tools" / "util" / "include"]
 
-    @property
-    def toolkit_root(self) -> Path:
-        """The CUDA toolkit nvcc belongs to (bin/..): its headers are trusted by nvcc version."""
-        return Path(os.path.realpath(self.nvcc)).parent.parent
+    def toolkit_headers(self) -> list[Path]:
+        """The header folders of the CUDA toolkit nvcc belongs to: trusted by nvcc's version,
+        so a cache hit does not stat them. Only a real toolkit (bin/nvcc.profile) counts: an
+        nvcc wrapper in ~/bin must not make all of ~ trusted."""
+        root = Path(os.path.realpath(self.nvcc)).parent.parent
+        if not (root / "bin" / "nvcc.profile").is_file():
+            return []
+        return [root / "targets", root / "include", root / "nvvm"]
 
 
 def nvcc_environment() -> list[str]:
