@@ -21,7 +21,7 @@ from pygls.protocol import lsp_method
 from pygls.uris import to_fs_path
 
 from kls import __version__
-from kls.checks.run import CheckResult, ModelCache, check_file
+from kls.checks.run import CheckResult, ModelCache, check_file, template_size_problem
 from kls.compile import CompileOptions
 from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
@@ -36,7 +36,7 @@ from kls.lsp.protocol_guard import GuardedProtocol, run_stdio, run_tcp
 from kls.lsp.settings import Settings
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
-from kls.template.model import parse_template
+from kls.template.model import TemplateModel, parse_template
 
 log = logging.getLogger(__name__)
 PREVIEW_REQUEST = "kls/preview"
@@ -76,6 +76,7 @@ class KlsServer:
     previews: set[str] = field(default_factory=set)  # preview URIs a client has opened
     nvcc: dict[str, list[Finding]] = field(default_factory=dict)  # path -> nvcc findings
     jobs: Jobs | None = None
+    models: dict[str, tuple[str, TemplateModel]] = field(default_factory=dict)  # uri -> parsed
 
     # -- state ------------------------------------------------------------------------------
     def path(self, uri: str) -> Path:
@@ -86,23 +87,48 @@ class KlsServer:
             raise JsonRpcInvalidParams(f"kls: {uri} is not open; send textDocument/didOpen first")
         return self.ls.workspace.get_text_document(uri).source
 
-    def instances(self, path: Path) -> InstanceSet | None:
+    def config_path(self, path: Path) -> Path | None:
         configured = self.settings.instances_file
         config = Path(configured).expanduser() if configured else find_config(path)
+        return config if config is not None and config.is_file() else None
+
+    def instances(self, path: Path) -> InstanceSet | None:
+        """The instances of `path`'s config, once `load_config` has read it (off the loop)."""
+        config = self.config_path(path)
+        return self.configs.get(config) if config is not None else None
+
+    async def load_config(self, path: Path) -> InstanceSet | None:
+        """Read `path`'s config in a worker thread (a large one takes a second), once."""
+        config = self.config_path(path)
         if config is None:
             return None
-        if not config.is_file():
-            return None
         if config not in self.configs:
-            self.configs[config] = load_instances(config, extra_roots=self.settings.extra_roots)
+            loaded = await off_loop(load_instances, config, extra_roots=self.settings.extra_roots)
+            if config in self.configs:  # another task read it meanwhile
+                return self.configs[config]
+            self.configs[config] = loaded
             # Problems in kls.toml belong to kls.toml: show them there, whether it is open or not.
             self.ls.text_document_publish_diagnostics(
                 lsp.PublishDiagnosticsParams(
                     uri=config.resolve().as_uri(),
-                    diagnostics=[to_diagnostic(f) for f in self.configs[config].findings],
+                    diagnostics=[to_diagnostic(f) for f in loaded.findings],
                 )
             )
         return self.configs[config]
+
+    async def model(self, uri: str) -> TemplateModel:
+        """The parsed template of an open document, parsed off the loop once per text; text
+        beyond kls's size bounds gives an empty model (its check reports KT105). Its config
+        is loaded too, so features see the document's instances."""
+        text = self.text(uri)
+        await self.load_config(self.path(uri))
+        cached = self.models.get(uri)
+        if cached is not None and cached[0] is text:
+            return cached[1]
+        too_large = template_size_problem(self.path(uri), text) is not None
+        model = await off_loop(parse_template, "" if too_large else text)
+        self.models[uri] = (text, model)
+        return model
 
     def instances_of(self, path: Path) -> list[InstanceSpec]:
         found = self.instances(path)
@@ -141,7 +167,7 @@ class KlsServer:
         while (state := self.docs.get(uri)) is not None:
             generation = state.generation
             text, overrides, path = self.text(uri), self.overrides(), self.path(uri)
-            instances = self.instances(path)
+            instances = await self.load_config(path)
             active = self.active_instance(path)
             phases: list[set[str] | None] = [None]
             if active is not None and len(self.instances_of(path)) > 1:
@@ -246,8 +272,13 @@ class KlsServer:
         except Exception as exc:  # a client that fails here keeps the defaults
             log.warning("workspace/configuration failed: %s", exc)
             return
-        self.settings = Settings.from_client(values[0] if values else None)
-        self.configs.clear()
+        settings = Settings.from_client(values[0] if values else None)
+        if (settings.instances_file, settings.extra_roots) != (
+            self.settings.instances_file,
+            self.settings.extra_roots,
+        ):
+            self.configs.clear()  # configs are read with these: read them again
+        self.settings = settings
 
     def refresh_lenses(self) -> None:
         workspace = self.ls.client_capabilities.workspace
@@ -259,6 +290,7 @@ class KlsServer:
         """The active instance's render for the current text: the last check's when it is up
         to date, else a fresh one (off the event loop)."""
         path = self.path(uri)
+        await self.load_config(path)
         spec = self.active_instance(path)
         if spec is None:
             return None
@@ -278,6 +310,7 @@ def create_server() -> LanguageServer:
     async def preview(uri: str, instance: str | None = None, select: bool = True) -> dict[str, Any]:
         """The rendered CUDA of `instance` (or the active one); `select` makes it active."""
         path = k.path(uri)
+        await k.load_config(path)
         if instance and select:
             k.active[str(path)] = instance
         spec = k.active_instance(path)
@@ -336,11 +369,13 @@ def create_server() -> LanguageServer:
         state = k.docs.get(uri)
         k.schedule(uri, state.version if state else 0)
         if k.settings.compile_on_save:
+            await k.load_config(k.path(uri))
             await compile_active(k, uri, "check")
 
     @ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(params: lsp.DidCloseTextDocumentParams) -> None:
         state = k.docs.pop(params.text_document.uri, None)
+        k.models.pop(params.text_document.uri, None)
         if state and state.task:
             state.task.cancel()
         ls.text_document_publish_diagnostics(
@@ -357,6 +392,7 @@ def create_server() -> LanguageServer:
         params: lsp.DocumentDiagnosticParams,
     ) -> lsp.DocumentDiagnosticReport:
         uri = params.text_document.uri
+        await k.load_config(k.path(uri))
         result = await off_loop(k.check_now, uri)
         nvcc = k.nvcc.get(str(k.path(uri)), [])
         return lsp.RelatedFullDocumentDiagnosticReport(
@@ -373,17 +409,17 @@ def create_server() -> LanguageServer:
     async def hover(params: lsp.HoverParams) -> lsp.Hover | None:
         uri = params.text_document.uri
         path = k.path(uri)
-        model = parse_template(k.text(uri))
+        model = await k.model(uri)
         result = await k.active_render(uri)
         return features.hover(model, from_lsp_position(params.position), result, path)
 
     @ls.feature(
         lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", "(", ","])
     )
-    def completion(params: lsp.CompletionParams) -> lsp.CompletionList:
+    async def completion(params: lsp.CompletionParams) -> lsp.CompletionList:
         uri = params.text_document.uri
         text = k.text(uri)
-        model = parse_template(text)
+        model = await k.model(uri)
         lines = text.split("\n")
         line = lines[params.position.line] if params.position.line < len(lines) else ""
         items = features.completions(
@@ -392,25 +428,25 @@ def create_server() -> LanguageServer:
         return lsp.CompletionList(is_incomplete=False, items=items)
 
     @ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)
-    def definition(params: lsp.DefinitionParams) -> lsp.Location | None:
+    async def definition(params: lsp.DefinitionParams) -> lsp.Location | None:
         uri = params.text_document.uri
-        model = parse_template(k.text(uri))
+        model = await k.model(uri)
         path = k.path(uri)
         return features.definition(
             model, from_lsp_position(params.position), path, k.active_instance(path)
         )
 
     @ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
-    def symbols(params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+    async def symbols(params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
         if params.text_document.uri not in k.docs:
             return []
-        return features.symbols(parse_template(k.text(params.text_document.uri)))
+        return features.symbols(await k.model(params.text_document.uri))
 
     @ls.feature(lsp.TEXT_DOCUMENT_CODE_LENS, lsp.CodeLensOptions(resolve_provider=True))
-    def code_lens(params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+    async def code_lens(params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
         uri = params.text_document.uri
         spec = k.active_instance(k.path(uri))
-        return features.code_lenses(parse_template(k.text(uri)), uri, spec.name if spec else None)
+        return features.code_lenses(await k.model(uri), uri, spec.name if spec else None)
 
     @ls.feature(lsp.CODE_LENS_RESOLVE)
     def code_lens_resolve(lens: lsp.CodeLens) -> lsp.CodeLens:
@@ -431,9 +467,10 @@ def create_server() -> LanguageServer:
         return await preview(uri, instance)
 
     @ls.command("kls.selectInstance")
-    def select_instance(*args: Any) -> dict[str, Any]:
+    async def select_instance(*args: Any) -> dict[str, Any]:
         uri, name = _command_args(args, "kls.selectInstance")
         path = k.path(uri)
+        await k.load_config(path)
         names = [s.name for s in k.instances_of(path)]
         if name is not None:
             if name not in names:
@@ -453,6 +490,7 @@ def create_server() -> LanguageServer:
         mode = args[1] if len(args) == 2 else "check"
         if mode not in ("check", "build"):
             raise JsonRpcInvalidParams("kls.compile: mode is 'check' or 'build'")
+        await k.load_config(k.path(args[0]))
         return await compile_active(k, args[0], mode)
 
     @ls.command("kls.cancel")
@@ -469,15 +507,16 @@ def create_server() -> LanguageServer:
     async def benchmark_command(*args: Any) -> dict[str, Any]:
         if len(args) != 1 or not isinstance(args[0], str):
             raise JsonRpcInvalidParams("kls.benchmark takes arguments [uri]")
+        await k.load_config(k.path(args[0]))
         return await benchmark_active(k, args[0])
 
     @ls.feature(lsp.TEXT_DOCUMENT_INLAY_HINT)
-    def inlay_hints(params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
+    async def inlay_hints(params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
         uri = params.text_document.uri
         if uri not in k.docs:
             return []
         view = bench_view(k, uri)
-        model = parse_template(k.text(uri))
+        model = await k.model(uri)
         return features.bench_inlay_hints(model, view)
 
     return ls
