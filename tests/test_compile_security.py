@@ -20,7 +20,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +279,7 @@ def _recompiles_inside_the_cache(proj: Project, runs_before: int) -> None:
         ("log", None),
         ("seconds", [1]),
         ("artifact", 7),
-        ("artifact", "../../../../etc/passwd"),
+        ("artifact", "../" * 32 + "etc/passwd"),
         ("artifact", "/etc/passwd"),
         ("artifact", ".."),
         ("deps", "inc.cuh"),
@@ -490,23 +490,18 @@ def _child_named(parent: int, name: str, timeout: float = 30.0) -> int | None:
 # --- the language server -----------------------------------------------------------------------
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[Project, ClientServerConfig]]:
-    """A fake slow nvcc first on PATH for a `kls serve` with its own cache."""
+def served(tmp_path: Path, nvcc_seconds: float) -> tuple[Project, ClientServerConfig]:
+    """A fake nvcc that takes `nvcc_seconds`, first on PATH for a `kls serve` with its own
+    cache (the fake CUTLASS tree comes from the kls.cutlassInclude setting)."""
     proj = Project(tmp_path)
     env = {
         **os.environ,
-        **proj.env(sleep=3),
+        **proj.env(sleep=nvcc_seconds),
         "PATH": f"{proj.nvcc.parent}{os.pathsep}{os.environ['PATH']}",
         "KLS_CACHE_DIR": str(tmp_path / "kls-cache"),
     }
-    # the workspace's kls.toml names no CUTLASS tree: the fake one is found via the setting
-    yield (
-        proj,
-        ClientServerConfig(
-            server_command=[sys.executable, "-m", "kls.cli", "serve"], server_env=env
-        ),
-    )
+    server = [sys.executable, "-m", "kls.cli", "serve"]
+    return proj, ClientServerConfig(server_command=server, server_env=env)
 
 
 async def _start_compile(
@@ -533,10 +528,8 @@ async def _start_compile(
     raise AssertionError(f"the fake nvcc never started: {future.result() if future.done() else ''}")
 
 
-async def test_cancel_request_kills_nvcc_and_caches_nothing(
-    served: tuple[Project, ClientServerConfig], tmp_path: Path
-) -> None:
-    proj, config = served
+async def test_cancel_request_kills_nvcc_and_caches_nothing(tmp_path: Path) -> None:
+    proj, config = served(tmp_path, nvcc_seconds=3)
     client, reply = await _start_compile(proj, config)
     client.protocol.notify(lsp.CANCEL_REQUEST, lsp.CancelParams(id="compile-1"))
     with pytest.raises(Exception, match="cancel"):
@@ -551,10 +544,8 @@ async def test_cancel_request_kills_nvcc_and_caches_nothing(
     await client.shutdown_session()
 
 
-async def test_sigterm_on_kls_serve_kills_nvcc(
-    served: tuple[Project, ClientServerConfig],
-) -> None:
-    proj, config = served
+async def test_sigterm_on_kls_serve_kills_nvcc(tmp_path: Path) -> None:
+    proj, config = served(tmp_path, nvcc_seconds=60)
     client, _ = await _start_compile(proj, config)
     server = client._server
     assert server is not None
