@@ -133,16 +133,37 @@ def test_kls_check_ends_a_loop_bomb_with_kt104(ws: Workspace) -> None:
     ws.instance(LOOP_BOMB)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "kls.cli", "check", str(ws.root)],
+        [sys.executable, "-m", "kls.cli", "check", str(ws.root), "--render-timeout", "1"],
         capture_output=True,
         text=True,
         timeout=60,
         cwd=ws.root,
     )
     assert done.returncode == 1
-    assert "KT104" in done.stdout
+    assert "KT104" in done.stdout and "longer than 1 s" in done.stdout
     assert "Traceback" not in done.stderr
-    assert time.monotonic() - started < 5 + 5  # the 5 s deadline, plus start-up
+    assert time.monotonic() - started < 1 + 4  # the deadline, plus start-up
+
+
+@pytest.mark.parametrize("flag", ["--render-timeout=0", "--render-memory=abc"])
+def test_render_limit_flags_are_validated(ws: Workspace, flag: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "kls.cli", "check", str(ws.root), flag],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "render-" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_render_limit_settings_from_the_client() -> None:
+    from kls.lsp.settings import Settings
+
+    chosen = Settings.from_client({"renderTimeout": 2.5, "renderMemoryMB": 2048})
+    assert chosen.worker_limits() == WorkerLimits(memory_mb=2048, seconds=2.5)
+    wild = Settings.from_client({"renderTimeout": 1e9, "renderMemoryMB": "lots"})
+    assert wild.worker_limits() == WorkerLimits()
 
 
 # -- in the language server -------------------------------------------------------------------

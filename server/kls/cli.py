@@ -8,7 +8,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from kls import __version__
@@ -17,6 +17,14 @@ from kls.checks.catalogue import RULES
 from kls.checks.run import ModelCache, check_instance
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
+from kls.sandbox.workers import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_SECONDS,
+    RENDER_MEMORY_MB_RANGE,
+    RENDER_SECONDS_RANGE,
+    WorkerLimits,
+    configure,
+)
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -24,6 +32,7 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    _apply_render_limits(args)
     try:
         code: int = args.func(args)
         return code
@@ -45,6 +54,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("paths", nargs="*", type=Path, default=[Path(".")])
     check.add_argument("--format", choices=("text", "json"), default="text")
     _add_extra_root(check)
+    _add_render_limits(check)
     check.set_defaults(func=cmd_check)
 
     instances = sub.add_parser("instances", help="list the instances declared for a template")
@@ -64,6 +74,7 @@ def _parser() -> argparse.ArgumentParser:
         "--source-map", action="store_true", help="prefix each line with its template line"
     )
     _add_extra_root(render)
+    _add_render_limits(render)
     render.set_defaults(func=cmd_render)
 
     compile_ = sub.add_parser("compile", help="compile one instance with nvcc")
@@ -78,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--output", "-o", type=Path, help="copy the built library here")
     compile_.add_argument("--log", action="store_true", help="print nvcc's full output")
     _add_extra_root(compile_)
+    _add_render_limits(compile_)
     compile_.set_defaults(func=cmd_compile)
 
     bench = sub.add_parser("bench", help="build, verify and time instances on the local GPU")
@@ -89,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
     _add_extra_root(bench)
+    _add_render_limits(bench)
     bench.set_defaults(func=cmd_bench)
 
     cache = sub.add_parser("cache", help="the compile cache")
@@ -115,6 +128,45 @@ def _add_extra_root(command: argparse.ArgumentParser) -> None:
         help="a folder outside the project (the folder of kls.toml) that templates may be read "
         "from; repeat for several",
     )
+
+
+def _add_render_limits(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--render-timeout",
+        type=_bounded(float, *RENDER_SECONDS_RANGE),
+        metavar="S",
+        help=f"seconds a render may take before it is stopped (KT104; default {DEFAULT_SECONDS:g})",
+    )
+    command.add_argument(
+        "--render-memory",
+        type=_bounded(int, *RENDER_MEMORY_MB_RANGE),
+        metavar="MB",
+        help=f"memory a render process may use (KT104; default {DEFAULT_MEMORY_MB})",
+    )
+
+
+def _bounded(kind: Callable[[str], float], low: float, high: float) -> Callable[[str], float]:
+    def parse(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value:g} is outside {low:g}..{high:g}")
+        return value
+
+    return parse
+
+
+def _apply_render_limits(args: argparse.Namespace) -> None:
+    seconds = getattr(args, "render_timeout", None)
+    memory = getattr(args, "render_memory", None)
+    if seconds is not None or memory is not None:
+        configure(
+            WorkerLimits(
+                memory_mb=int(memory or DEFAULT_MEMORY_MB), seconds=seconds or DEFAULT_SECONDS
+            )
+        )
 
 
 def cmd_check(args: argparse.Namespace) -> int:

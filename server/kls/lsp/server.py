@@ -35,6 +35,7 @@ from kls.lsp.preview import SCHEME, parse_preview_uri, preview_uri
 from kls.lsp.protocol_guard import GuardedProtocol, run_stdio, run_tcp
 from kls.lsp.settings import Settings
 from kls.render import RenderResult
+from kls.sandbox.workers import configure as configure_render_workers
 from kls.sandbox.workers import render_isolated
 from kls.template.model import TemplateModel, parse_template
 
@@ -279,6 +280,7 @@ class KlsServer:
         ):
             self.configs.clear()  # configs are read with these: read them again
         self.settings = settings
+        configure_render_workers(settings.worker_limits())
 
     def refresh_lenses(self) -> None:
         workspace = self.ls.client_capabilities.workspace

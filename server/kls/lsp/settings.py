@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kls.sandbox.workers import (
+    DEFAULT_MEMORY_MB,
+    DEFAULT_SECONDS,
+    RENDER_MEMORY_MB_RANGE,
+    RENDER_SECONDS_RANGE,
+    WorkerLimits,
+)
+
 
 @dataclass
 class Settings:
@@ -16,6 +24,9 @@ class Settings:
     cutlass_include: str | None = None
     # Folders outside the project (the folder of kls.toml) that templates may be read from.
     extra_roots: tuple[str, ...] = ()
+    # The render sandbox's bounds (kls.sandbox.workers): a render's deadline and memory.
+    render_timeout_s: float = DEFAULT_SECONDS
+    render_memory_mb: int = DEFAULT_MEMORY_MB
 
     @staticmethod
     def from_client(raw: Any) -> Settings:
@@ -36,7 +47,22 @@ class Settings:
             compile_on_save=compile_on_save if isinstance(compile_on_save, bool) else True,
             cutlass_include=text("cutlassInclude"),
             extra_roots=_folders(raw.get("extraRoots")),
+            render_timeout_s=_number(raw.get("renderTimeout"), RENDER_SECONDS_RANGE)
+            or DEFAULT_SECONDS,
+            render_memory_mb=int(
+                _number(raw.get("renderMemoryMB"), RENDER_MEMORY_MB_RANGE) or DEFAULT_MEMORY_MB
+            ),
         )
+
+    def worker_limits(self) -> WorkerLimits:
+        return WorkerLimits(memory_mb=self.render_memory_mb, seconds=self.render_timeout_s)
+
+
+def _number(value: Any, bounds: tuple[float, float]) -> float | None:
+    """A number within `bounds`, else None (the default applies)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if bounds[0] <= value <= bounds[1] else None
 
 
 def _folders(value: Any) -> tuple[str, ...]:

@@ -35,6 +35,12 @@ from kls.sandbox.child import failed, time_message
 
 GRACE_S = 1.0  # after the render's deadline, before the parent kills the worker
 DEFAULT_MEMORY_MB = 1024  # per worker; a shipped CUTLASS render peaks at ~60 MB
+DEFAULT_SECONDS = 5.0  # a shipped render takes 2-25 ms warm, ~0.2 s in a fresh worker
+# What the settings (`kls.renderTimeout`, `kls.renderMemoryMB`, `--render-timeout`,
+# `--render-memory`) accept: a worker needs ~60 MB to start; more than a few minutes or
+# 16 GB is no longer a bound.
+RENDER_SECONDS_RANGE = (0.5, 300.0)
+RENDER_MEMORY_MB_RANGE = (256, 16384)
 # A render still running after this long is deprioritised (the shipped ones take 2-25 ms).
 SLOW_RENDER_S = 0.25
 SLOW_NICENESS = 15
@@ -43,6 +49,7 @@ SLOW_NICENESS = 15
 @dataclass(frozen=True)
 class WorkerLimits:
     memory_mb: int = DEFAULT_MEMORY_MB
+    seconds: float = DEFAULT_SECONDS  # a render's deadline, unless the caller gives Limits
     grace_s: float = GRACE_S
 
 
@@ -114,7 +121,7 @@ class RenderWorkers:
         limits: Limits | None = None,
     ) -> RenderResult:
         """Render in a worker; a render that breaks a limit ends as a KT104 finding."""
-        limits = limits or Limits()
+        limits = limits or Limits(seconds=self.limits.seconds)
         request: Request = (instance, dict(overrides or {}), limits)
         worker = self._acquire()
         spent = True

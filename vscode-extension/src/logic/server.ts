@@ -16,6 +16,9 @@ export interface KlsSettings {
   arch?: string;
   cutlassInclude?: string;
   compileOnSave?: boolean;
+  extraRoots?: string[];
+  renderTimeout?: number;
+  renderMemoryMB?: number;
 }
 
 const SERVER_KEYS: (keyof KlsSettings)[] = [
@@ -25,11 +28,15 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
   "arch",
   "cutlassInclude",
   "compileOnSave",
+  "extraRoots",
+  "renderTimeout",
+  "renderMemoryMB",
 ];
 
 /**
  * What the server sees through workspace/configuration. In an untrusted workspace nothing
- * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/CUTLASS.
+ * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/CUTLASS,
+ * and templates are read from the project alone (no extra roots).
  */
 export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean): KlsSettings {
   const out: Record<string, unknown> = {};
@@ -43,6 +50,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
     out.compileOnSave = false;
     delete out.nvccPath;
     delete out.cutlassInclude;
+    delete out.extraRoots;
   }
   return out as KlsSettings;
 }

@@ -24,8 +24,14 @@ describe("server command line and settings", () => {
     });
   });
   it("turns off compiling and custom tools in an untrusted workspace", () => {
-    const raw = { compileOnSave: true, nvccPath: "./evil-nvcc", cutlassInclude: "./x" };
-    assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false });
+    const raw = {
+      compileOnSave: true,
+      nvccPath: "./evil-nvcc",
+      cutlassInclude: "./x",
+      extraRoots: ["/etc"],
+      renderTimeout: 2,
+    };
+    assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false, renderTimeout: 2 });
     assert.ok(TRUST_REQUIRED.has("kls.compile") && TRUST_REQUIRED.has("kls.benchmark"));
     assert.ok(!TRUST_REQUIRED.has("kls.preview"));
     assert.match(untrustedMessage("kls.compile"), /untrusted workspace/);
