@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from hypothesis import strategies as st
 
 from kls.instances import load_instances
 from kls.render import RenderResult, render
-from tests.conftest import Workspace, codes
+from tests.conftest import TEMPLATES, Workspace, codes
 
 VARS = {"NAME": "kern", "N": 7}
 CONFIG = '[instances.i]\ntemplate = "t.cu.jinja"\nvars = { NAME = "kern", N = 7 }\n'
@@ -188,6 +189,22 @@ def test_the_three_idioms_in_valid_cuda_get_no_kt501(ws: Workspace) -> None:
     rendered = render(ws.instance(template, "vars = { NAME = 'kern', N = 7 }").instances["i"])
     env = jinja2.Environment(undefined=jinja2.StrictUndefined)
     assert rendered.text == env.from_string((ws.root / "t.cu.jinja").read_text()).render(**VARS)
+
+
+def test_renders_on_many_threads_agree_with_one() -> None:
+    """Nothing in rendering or mapping is shared between renders (no process-wide file ids)."""
+    shipped = load_instances(TEMPLATES / "kls.toml").instances
+    instances = [
+        shipped[n] for n in ("sm90_bf16_4096_bias", "sm80_bf16_4096", "softmax_f32_4096x1024")
+    ]
+    alone = [render(i) for i in instances]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(render, instances * 6))
+    for k, result in enumerate(together):
+        expected = alone[k % len(instances)]
+        assert result.text == expected.text
+        assert result.source_map is not None and expected.source_map is not None
+        assert result.source_map.origins == expected.source_map.origins
 
 
 # --- property test --------------------------------------------------------------------------

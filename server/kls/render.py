@@ -6,6 +6,7 @@ Inductor, plus two bounds: wall time and output size.
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from kls.sourcemap import (
 # it records are constants, and the recorder is the environment's).
 _CODE_CACHE: dict[tuple[str, str, bool], Any] = {}
 _CODE_CACHE_SIZE = 128
+_CODE_CACHE_LOCK = threading.Lock()  # renders run on several threads
 
 
 @dataclass(frozen=True)
@@ -149,12 +151,14 @@ class _Renderer:
         """Compiled Python code for a template text, shared across renders (compiling is the
         most expensive step of a warm render)."""
         key = (path, source, self.env.kls_mark)
-        code = _CODE_CACHE.get(key)
+        with _CODE_CACHE_LOCK:
+            code = _CODE_CACHE.get(key)
         if code is None:
-            code = self.env.compile(source, name=path, filename=path)
-            if len(_CODE_CACHE) >= _CODE_CACHE_SIZE:
-                _CODE_CACHE.pop(next(iter(_CODE_CACHE)))
-            _CODE_CACHE[key] = code
+            code = self.env.compile(source, name=path, filename=path)  # outside the lock
+            with _CODE_CACHE_LOCK:
+                while len(_CODE_CACHE) >= _CODE_CACHE_SIZE:
+                    del _CODE_CACHE[next(iter(_CODE_CACHE))]
+                _CODE_CACHE[key] = code
         self.files.append(path)
         return code
 
