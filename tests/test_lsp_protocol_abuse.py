@@ -8,6 +8,7 @@ removed: no reply for params that do not structure, a wedged or dead server on a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import queue
 import subprocess
@@ -18,6 +19,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+
+from kls.lsp.protocol_guard import FrameReader, FramingError
 
 ROOT = Path(__file__).resolve().parent.parent
 KLS = ROOT / ".venv" / "bin" / "kls"
@@ -277,3 +280,36 @@ def test_exit_without_shutdown_exits_1(tmp_path: Path) -> None:
         assert server.proc.wait(REPLY_TIMEOUT_S) == 1
     finally:
         server.close()
+
+
+def test_frame_reader_survives_any_chunking() -> None:
+    """The same stream, delivered one byte at a time and all at once, frames the same way."""
+    good = encode({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"s": '}\\"{[ \\'}})
+    stream = (
+        b"Content-Length: abc\r\n\r\n"
+        + good
+        + frame(good)
+        + b"garbage line\r\n"
+        + b"Content-Length: 99999999999\r\n\r\n{never closed"
+        + frame(good)
+        + frame(good)
+    )
+    expected = ["error+body", "body", "error", "error", "body", "body"]
+
+    async def frames(chunk_size: int) -> list[str]:
+        chunks = iter([stream[i : i + chunk_size] for i in range(0, len(stream), chunk_size)])
+
+        async def read_chunk() -> bytes:
+            return next(chunks, b"")
+
+        reader, out = FrameReader(read_chunk), []
+        while (item := await reader.next()) is not None:
+            if isinstance(item, FramingError):
+                out.append("error+body" if item.body == good else "error")
+            else:
+                assert item == good
+                out.append("body")
+        return out
+
+    for size in (1, 2, 7, len(stream)):
+        assert asyncio.run(frames(size)) == expected, size

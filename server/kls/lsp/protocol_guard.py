@@ -264,11 +264,10 @@ def _dispatch_valid_envelope(protocol: GuardedProtocol, data: dict[str, Any]) ->
         message = protocol.structure_message(data)
     except (JsonRpcException, ClassValidationError, ValueError, TypeError) as exc:
         reason = _structure_problem(exc)
+        log.warning("malformed %s message: %s", data.get("method", "response"), reason)
         if is_request:
             text = f"kls: invalid params for {data['method']}: {reason}"
             protocol.send_raw(error_reply(msg_id, INVALID_PARAMS, text))
-        else:
-            log.warning("dropped a malformed %s message: %s", data.get("method"), reason)
         return
     try:
         protocol.handle_message(message)
@@ -335,13 +334,17 @@ def _structure_problem(exc: BaseException) -> str:
 # -- strict scalars ------------------------------------------------------------------------------
 
 
-def _strict_int(value: Any, _: type) -> int:
+def _strict_int(value: Any, cls: type) -> Any:
+    if cls is not int:  # an IntEnum reaches this hook through its MRO: cattrs's enum rule
+        return cls(value)
     if type(value) is not int:
         raise TypeError(f"expected an integer, got {type(value).__name__} {value!r:.40}")
     return value
 
 
-def _strict_str(value: Any, _: type) -> str:
+def _strict_str(value: Any, cls: type) -> Any:
+    if cls is not str:  # a (str, Enum) reaches this hook through its MRO: cattrs's enum rule
+        return cls(value)
     if not isinstance(value, str):
         raise TypeError(f"expected a string, got {type(value).__name__} {value!r:.40}")
     return value
@@ -353,11 +356,24 @@ def _strict_bool(value: Any, _: type) -> bool:
     return value
 
 
+class _AnsweredStructureErrors(logging.Filter):
+    """pygls logs a full traceback for every message that does not structure; kls answers
+    those itself (InvalidParams) and logs one line, so the traceback is noise in the client's
+    output channel."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Unable to deserialize message")
+
+
+_STRUCTURE_LOG_FILTER = _AnsweredStructureErrors()
+
+
 class GuardedProtocol(LanguageServerProtocol):
     """pygls's LSP protocol with strict scalars (1.5, "2" or true is not a line number),
     replies to requests after shutdown, and the exit code the spec asks for."""
 
     def __init__(self, server: Any, converter: Any) -> None:
+        logging.getLogger("pygls.protocol.json_rpc").addFilter(_STRUCTURE_LOG_FILTER)
         converter.register_structure_hook(int, _strict_int)
         converter.register_structure_hook(str, _strict_str)
         converter.register_structure_hook(bool, _strict_bool)
