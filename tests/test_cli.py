@@ -90,7 +90,9 @@ def test_check_a_config_file_checks_its_instances() -> None:
     from kls.instances import load_instances
 
     config = TEMPLATES.parent / "benchmarks" / "tune_sm90.toml"
-    count = len(load_instances(config).instances)
-    proc = run("check", str(config))
+    # Its templates are in ../templates, outside its own folder: an extra root (issue 9).
+    count = len(load_instances(config, extra_roots=[TEMPLATES]).instances)
+    assert count > 0
+    proc = run("check", str(config), "--extra-root", str(TEMPLATES))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{count} instance(s) rendered" in proc.stderr
