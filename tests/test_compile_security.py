@@ -43,6 +43,7 @@ FAKE_NVCC = r"""#!/bin/sh
 if [ "$1" = "--version" ]; then
   echo "Cuda compilation tools, release 13.0, V13.0.88"; exit 0
 fi
+if [ "$1" = "-dryrun" ]; then exit 0; fi
 out=""; deps=""; src=""
 while [ $# -gt 0 ]; do
   case "$1" in

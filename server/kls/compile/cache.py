@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -78,6 +79,7 @@ class DepRoots:
     toolkit: tuple[Path, ...] = ()
     project: Path | None = None
 
+    @functools.cached_property
     def _labelled(self) -> list[tuple[str, str]]:
         roots = [("<cutlass>", str(self.cutlass))]
         if self.project is not None:
@@ -88,16 +90,19 @@ class DepRoots:
         """The recorded form of `path` (normalised, absolute), or None when it is not recorded."""
         if path == str(self.source):
             return None
-        for label, root in self._labelled():
+        for label, root in self._labelled:
             if _is_under(path, root):
                 return label + path[len(root.rstrip("/")) :]
         return None if any(_is_under(path, str(d)) for d in self.toolkit) else path
 
-    def resolve(self, portable: str) -> Path | None:
-        for label, root in self._labelled():
+    def resolve(self, portable: str) -> str | None:
+        """The file a recorded path names on this machine (None if it names nothing here)."""
+        if portable.startswith("/"):
+            return portable
+        for label, root in self._labelled:
             if portable.startswith(label + "/"):
-                return Path(root + portable[len(label) :])
-        return Path(portable) if portable.startswith("/") else None
+                return root.rstrip("/") + portable[len(label) :]
+        return None
 
 
 def _is_under(path: str, root: str) -> bool:
@@ -171,7 +176,7 @@ def validate_deps(deps: list[Dep], roots: DepRoots) -> list[Dep] | None:
             if (st.st_mtime_ns, st.st_size) == (dep.mtime_ns, dep.size):
                 fresh.append(dep)
                 continue
-            if st.st_size != dep.size or _sha256_file(str(path)) != dep.sha256:
+            if st.st_size != dep.size or _sha256_file(path) != dep.sha256:
                 return None
         except OSError:
             return None

@@ -50,17 +50,18 @@ class Toolchain:
     nvcc_version: str
     cutlass_root: Path
     cutlass_version: str
+    toolkit_root: Path | None = None  # the CUDA toolkit nvcc runs from (its TOP)
 
     def include_dirs(self) -> list[Path]:
         root = self.cutlass_root
         return [root / "include", root / "tools" / "util" / "include"]
 
     def toolkit_headers(self) -> list[Path]:
-        """The header folders of the CUDA toolkit nvcc belongs to: trusted by nvcc's version,
+        """The header folders of the CUDA toolkit nvcc runs from: trusted by nvcc's version,
         so a cache hit does not stat them. Only a real toolkit (bin/nvcc.profile) counts: an
         nvcc wrapper in ~/bin must not make all of ~ trusted."""
-        root = Path(os.path.realpath(self.nvcc)).parent.parent
-        if not (root / "bin" / "nvcc.profile").is_file():
+        root = self.toolkit_root
+        if root is None or not (root / "bin" / "nvcc.profile").is_file():
             return []
         return [root / "targets", root / "include", root / "nvvm"]
 
@@ -87,7 +88,8 @@ def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) 
         raise ToolchainError(
             "KT604", f"'{nvcc}' is not executable: chmod +x it or set kls.nvccPath / --nvcc"
         )
-    version = _nvcc_version(nvcc, Path(nvcc).stat().st_mtime)
+    mtime = Path(nvcc).stat().st_mtime
+    version = _nvcc_version(nvcc, mtime)
     if int(version.split(".")[0]) < MIN_CUDA_MAJOR:
         raise ToolchainError(
             "KT604",
@@ -101,7 +103,7 @@ def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) 
             "CUTLASS headers not found: install nvidia-cutlass (pip install nvidia-cutlass) or "
             "set kls.cutlassInclude to a CUTLASS checkout",
         )
-    return Toolchain(nvcc, version, root, cutlass_version())
+    return Toolchain(nvcc, version, root, cutlass_version(), _toolkit_root(nvcc, mtime))
 
 
 def _cutlass_root() -> Path | None:
@@ -124,3 +126,20 @@ def _nvcc_version(nvcc: str, mtime: float) -> str:
     if match is None:
         raise ToolchainError("KT604", f"'{nvcc}' does not look like nvcc: {out.strip()[:200]}")
     return match.group(2)
+
+
+@functools.lru_cache(maxsize=8)
+def _toolkit_root(nvcc: str, mtime: float) -> Path | None:
+    """Where nvcc really lives (`nvcc` is often a wrapper script): its dry run prints TOP."""
+    try:
+        out = subprocess.run(
+            [nvcc, "-dryrun", "-E", "-x", "cu", os.devnull],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    match = re.search(r"^#\$ TOP=(.+)$", out.stdout + out.stderr, re.MULTILINE)
+    return Path(os.path.realpath(match.group(1).strip())) if match else None
