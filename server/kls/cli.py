@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -287,7 +288,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
     spec = _selected_instance(args)
     if spec is None:
         return EXIT_USAGE
-    _kill_children_on_exit(exit_now=False)
+    _kill_children_on_exit(grace_s=None)
     options = CompileOptions(
         mode=args.mode,
         nvcc=_absolute_if_path(args.nvcc),
@@ -317,22 +318,25 @@ def _absolute_if_path(program: str) -> str:
     return os.path.abspath(program) if os.sep in program else program
 
 
-def _kill_children_on_exit(exit_now: bool) -> None:
+def _kill_children_on_exit(grace_s: float | None) -> None:
     """nvcc runs in its own process group, out of reach of the terminal's Ctrl-C and of a
     signal sent to kls: kill those groups however kls ends. Ctrl-C in `kls compile` unwinds
-    (KeyboardInterrupt kills the running nvcc); SIGTERM and SIGHUP kill the children first.
-    `exit_now` (the server) leaves at once: pygls's shutdown would wait on its stdin reader."""
+    (KeyboardInterrupt kills the running nvcc); SIGTERM and SIGHUP kill the children first, then
+    unwind. With `grace_s` (the server, whose shutdown may wait on threads), Ctrl-C does the same
+    and kls leaves after `grace_s` seconds even if unwinding has not finished."""
     from kls.compile.run import kill_children
 
     atexit.register(kill_children)
 
     def on_signal(signum: int, frame: object) -> None:
         kill_children()
-        if exit_now:
-            os._exit(128 + signum)
+        if grace_s is not None:
+            deadline = threading.Timer(grace_s, os._exit, args=(128 + signum,))
+            deadline.daemon = True
+            deadline.start()
         raise SystemExit(128 + signum)
 
-    signals = [signal.SIGTERM, signal.SIGHUP] + ([signal.SIGINT] if exit_now else [])
+    signals = [signal.SIGTERM, signal.SIGHUP] + ([signal.SIGINT] if grace_s is not None else [])
     for signum in signals:
         signal.signal(signum, on_signal)
 
@@ -396,7 +400,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     from kls.compile.run import kill_children
 
-    _kill_children_on_exit(exit_now=True)
+    _kill_children_on_exit(grace_s=2.0)
     from kls.sandbox.workers import close_shared_workers
 
     try:
