@@ -215,6 +215,15 @@ def test_documented_api_still_renders(ws: Workspace) -> None:
     assert "True ababab 1024" in result.text
 
 
+def test_imported_macros_are_reachable(ws: Workspace) -> None:
+    """Inductor's macro-based templates import helpers: `m.name` on an imported template."""
+    ws.write("m.cuh.jinja", "{% macro twice(x) %}{{ x }}{{ x }}{% endmacro %}{% set k = 3 %}")
+    instances = ws.instance("{% import 'm.cuh.jinja' as m %}{{ m.twice('a') }}{{ m.k }}\n")
+    result = render(instances.instances["i"])
+    assert result.ok, [f.message for f in result.findings]
+    assert result.text == "aa3"  # Jinja drops the final newline
+
+
 def test_shipped_templates_render_under_the_allowlist() -> None:
     for spec in shipped_instances():
         result = render(spec)

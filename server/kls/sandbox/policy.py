@@ -21,6 +21,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import jinja2
 import markupsafe
+from jinja2.environment import TemplateModule
 from jinja2.runtime import BlockReference, LoopContext, Macro, TemplateReference, Undefined
 from jinja2.sandbox import SandboxedEnvironment
 from jinja2.utils import Cycler, Joiner, Namespace
@@ -59,6 +60,7 @@ JINJA_VALUES: tuple[type, ...] = (
     Namespace,
     TemplateReference,
     BlockReference,
+    TemplateModule,  # `{% import 'm.cuh.jinja' as m %}`: its macros and exported names
 )
 # Bounds for intercepted operators: more than this is a template bug, not a kernel.
 MAX_SEQUENCE_ITEMS = 16 * 1024 * 1024
