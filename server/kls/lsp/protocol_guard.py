@@ -24,7 +24,6 @@ InvalidParams (-32602) for params of the wrong shape.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import os
@@ -474,15 +473,18 @@ def run_stdio(
         reader = ThreadedReader(stdin or sys.stdin.buffer)
         await serve_stream(protocol, reader.read, stop)
 
+    code = 0
     try:
         asyncio.run(main())
     except BrokenPipeError:
         log.error("the client closed the connection; stopping")
-    except (KeyboardInterrupt, SystemExit):
-        pass
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:  # `exit` (0 or 1), or a signal handler's 128 + signal
+        code = _exit_code(exc, protocol)
     finally:
         ls.shutdown()  # type: ignore[no-untyped-call]
-    return protocol.exit_code or 0
+    return code
 
 
 def run_tcp(ls: LanguageServer, host: str, port: int) -> int:
@@ -505,8 +507,20 @@ def run_tcp(ls: LanguageServer, host: str, port: int) -> int:
         async with server:
             await server.serve_forever()
 
-    with contextlib.suppress(asyncio.CancelledError, KeyboardInterrupt, SystemExit):
+    try:
         asyncio.run(main())
+    except asyncio.CancelledError:
+        pass
+    except KeyboardInterrupt:
+        return 130
+    except SystemExit as exc:  # `exit` (0 or 1), or a signal handler's 128 + signal
+        return _exit_code(exc, protocol)
+    return protocol.exit_code or 0
+
+
+def _exit_code(exc: SystemExit, protocol: GuardedProtocol) -> int:
+    if isinstance(exc.code, int):
+        return exc.code
     return protocol.exit_code or 0
 
 
