@@ -40,7 +40,8 @@ def prepare(out: Path, tune: bool, only: list[str], parallel: int) -> None:
     specs = [
         spec
         for config in configs
-        for name, spec in load_instances(config).instances.items()
+        # tune_sm90.toml reads the shipped templates from ../templates: name that root.
+        for name, spec in load_instances(config, extra_roots=[ROOT / "templates"]).instances.items()
         if (not only or name in only) and spec.reference != "none"
     ]
 

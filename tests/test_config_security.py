@@ -217,6 +217,27 @@ def test_confined_loader_refuses_dotdot_absolute_and_symlinked_includes(project:
             env.from_string("{% include '" + name + "' %}").render()
 
 
+def test_render_refuses_a_symlinked_include_with_kt105(project: Path) -> None:
+    """Through kls's own render: the include is refused and its text never rendered."""
+    from kls.render import render
+
+    (project / "inc.cuh").symlink_to(project.parent / "outside" / "secret.cu.jinja")
+    (project / "main.cu.jinja").write_text("// a\n{% include 'inc.cuh' %}\n")
+    instances = config(
+        project,
+        """
+        [instances.i]
+        template = "main.cu.jinja"
+        kind = "cuda"
+        """,
+    )
+    result = render(instances.instances["i"])
+    assert [f.code for f in result.findings] == ["KT105"]
+    assert "outside the project root" in result.findings[0].message
+    assert result.findings[0].site is not None and result.findings[0].site.line == 1
+    assert SECRET not in repr(result)
+
+
 def test_confined_loader_reads_includes_inside(project: Path) -> None:
     (project / "part.cuh").write_text("int part;\n")
     (project / "alias.cuh").symlink_to(project / "part.cuh")  # a symlink inside is fine

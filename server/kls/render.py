@@ -27,6 +27,8 @@ from kls.cutlass.ops import (
     resolve_op_name,
 )
 from kls.findings import Severity
+from kls.input_limits import MAX_TEMPLATE_BYTES
+from kls.instances.roots import ConfinedFileSystemLoader, TemplateOutsideProject, project_roots
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
@@ -120,7 +122,8 @@ class _Renderer:
         self.overrides = {p.resolve(): t for p, t in overrides.items()}
         self.limits = limits
         self.start = time.monotonic()
-        loader = jinja2.FileSystemLoader(str(instance.template.parent))
+        roots = instance.roots or project_roots(instance.config_path)
+        loader = ConfinedFileSystemLoader(instance.template.parent, roots)
         self.env = KlsEnvironment(loader, self.start + limits.seconds, mark)
         self.recorder = Recorder()
         self.kernel = Kernel(instance.kernel_name, self.recorder)
@@ -134,7 +137,11 @@ class _Renderer:
         resolved = path.resolve()
         if resolved in self.overrides:
             return self.overrides[resolved]
-        return path.read_text(encoding="utf-8")
+        with path.open("rb") as f:
+            data = f.read(MAX_TEMPLATE_BYTES + 1)
+        if len(data) > MAX_TEMPLATE_BYTES:
+            raise OSError(f"{path} is larger than {MAX_TEMPLATE_BYTES // 1024} KiB")
+        return data.decode("utf-8")
 
     def compile(self, source: str, path: str) -> jinja2.Template:
         key = f"{path}\0{source}"
@@ -251,6 +258,12 @@ def render(
     except UndefinedError as exc:
         r.recorder.findings.append(
             RuntimeFinding("KT102", Severity.ERROR, str(exc.message), _site_from_traceback(exc, r))
+        )
+    except TemplateOutsideProject as exc:
+        r.recorder.findings.append(
+            RuntimeFinding(
+                "KT105", Severity.ERROR, exc.message or str(exc), _site_from_traceback(exc, r)
+            )
         )
     except (UnicodeDecodeError, OSError) as exc:
         r.recorder.findings.append(

@@ -51,6 +51,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
     delete out.nvccPath;
     delete out.cutlassInclude;
     delete out.extraRoots;
+    delete out.instancesFile; // a kls.toml anywhere would make its folder the project root
   }
   return out as KlsSettings;
 }

@@ -29,6 +29,7 @@ describe("server command line and settings", () => {
       nvccPath: "./evil-nvcc",
       cutlassInclude: "./x",
       extraRoots: ["/etc"],
+      instancesFile: "/elsewhere/kls.toml",
       renderTimeout: 2,
     };
     assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false, renderTimeout: 2 });
