@@ -56,10 +56,6 @@ class Jobs:
             event.set()
         return event is not None
 
-    def cancel_all(self) -> None:
-        for event in list(self.running.values()):
-            event.set()
-
     async def run(self, key: str, title: str, work: Callable[[threading.Event, Report], T]) -> T:
         """Run `work(cancel, report)` in a thread; raise CancelledError if it was cancelled."""
         self.cancel(key)  # a newer job supersedes an older one with the same key
