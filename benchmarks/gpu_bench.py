@@ -25,7 +25,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def prepare(out: Path, tune: bool, only: list[str], parallel: int) -> None:
+def prepare(out: Path, tune: bool, only: list[str], parallel: int, second_shape: str = "") -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     from kls.bench.run import BenchOptions, make_job
@@ -60,7 +60,44 @@ def prepare(out: Path, tune: bool, only: list[str], parallel: int) -> None:
 
     with ThreadPoolExecutor(max_workers=parallel) as pool:
         jobs = [j for j in pool.map(build, specs) if j is not None]
+    if second_shape:
+        jobs += second_shape_jobs(specs, jobs, second_shape)
     (out / "jobs.json").write_text(json.dumps(jobs, indent=1))
+
+
+def second_shape_jobs(specs: list[Any], jobs: list[dict[str, Any]], mnk: str) -> list[Any]:
+    """torch-2.11: the library built for one shape, run on another by changing only the size,
+    offset and runtime arguments (as Inductor's call_kernel passes them). The instance is
+    re-rendered for the new tensors to prove the source is the same text."""
+    import dataclasses
+
+    from kls.bench.run import BenchOptions, make_job
+    from kls.instances.schema import TensorSpec, column_major_strides, contiguous_strides
+    from kls.render import render
+
+    m, n, k = (int(v) for v in mnk.split("x"))
+    out = []
+    for spec in specs:
+        built = next((j for j in jobs if j["instance"] == spec.name), None)
+        if spec.profile != "torch-2.11" or built is None or spec.tensors.get("Bias"):
+            continue
+        x, w, y = spec.tensors["X"], spec.tensors["W"], spec.tensors["Y"]
+        tensors = {
+            "X": TensorSpec("X", (m, k), x.dtype, contiguous_strides((m, k))),
+            "W": TensorSpec("W", (k, n), w.dtype, column_major_strides((k, n))),
+            "Bias": None,
+            "Y": TensorSpec("Y", (m, n), y.dtype, contiguous_strides((m, n))),
+        }
+        other = dataclasses.replace(spec, tensors=tensors)
+        first, second = render(spec), render(other)
+        if first.text != second.text:
+            print(f"{spec.name}: the source differs for {mnk}; not reusing the library")
+            continue
+        library = Path(built["job"]["library"])
+        job = make_job(other, second, library, BenchOptions())
+        name = f"{spec.name}@{mnk} (library built for {spec.name})"
+        out.append({"instance": name, "op": spec.op, "job": job.to_json()})
+    return out
 
 
 def do_bench_same_library(job: Any, lib_path: Path) -> dict[str, Any]:
@@ -83,16 +120,17 @@ def do_bench_same_library(job: Any, lib_path: Path) -> dict[str, Any]:
     from kls.bench import marshal
     from kls.bench.worker import load_entry
 
-    fn = load_entry(str(lib_path), job.symbol, len(job.params))
+    fn = load_entry(str(lib_path), job.symbol, len(job.params), [t for t, _ in job.extra_args])
+    extra = tuple(int(v) for _, v in job.extra_args)  # torch-2.11: sizes, offsets, swizzle
     stream = torch.cuda.current_stream().cuda_stream
     size = ctypes.c_size_t(0)
-    query = marshal.workspace_query(job.params, ctypes.addressof(size), stream)
+    query = marshal.workspace_query(job.params, ctypes.addressof(size), stream, extra)
     assert fn(*query.args()) == 0
     workspace = torch.empty(max(size.value, 1), dtype=torch.uint8, device="cuda")
     args = [pointers[p] for p in job.params]
 
     def launch() -> None:
-        fn(*args, None, workspace.data_ptr() if size.value else None, stream)
+        fn(*args, *extra, None, workspace.data_ptr() if size.value else None, stream)
 
     median = do_bench(launch, warmup=1000, rep=2000, return_mode="median")
     return {
@@ -140,12 +178,19 @@ def main() -> None:
     p.add_argument("--tune", action="store_true")
     p.add_argument("--only", default="")
     p.add_argument("--parallel", type=int, default=2, help="concurrent nvcc builds")
+    p.add_argument("--second-shape", default="", help="MxNxK: rerun torch-2.11 libraries there")
     r = sub.add_parser("run")
     r.add_argument("--jobs", type=Path, required=True)
     r.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
     if args.step == "prepare":
-        prepare(args.out, args.tune, [n for n in args.only.split(",") if n], args.parallel)
+        prepare(
+            args.out,
+            args.tune,
+            [n for n in args.only.split(",") if n],
+            args.parallel,
+            args.second_shape,
+        )
     else:
         run(args.jobs, args.out)
 

@@ -46,6 +46,9 @@ class BenchJob:
     samples: int = 256  # output elements (gemm) or rows (softmax) to verify
     timing: Timing = field(default_factory=Timing)
     baseline: bool = True
+    # torch-2.11: what the entry takes after the pointers, as Inductor's call_kernel passes it:
+    # [C type, value] for M, N, K, B, lda..ldd, each buffer's offset, then runtime args.
+    extra_args: list[list[Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

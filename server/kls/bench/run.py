@@ -16,6 +16,7 @@ from kls.bench.runner import run_worker
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.render import RenderResult
+from kls.runtime.torch211 import Torch211Kernel
 
 Progress = Callable[[str], None]
 
@@ -53,10 +54,13 @@ def make_job(
                 is_output=name in outputs,
             )
         )
+    kernel = rendered.kernel
+    extra = kernel.extra_args() if isinstance(kernel, Torch211Kernel) else []
     return BenchJob(
         library=str(library),
         symbol=instance.kernel_name,
         params=[p.buffer for p in rendered.params],
+        extra_args=[[ctype, value] for ctype, value in extra],
         tensors=tensors,
         reference=instance.reference,
         alpha=instance.alpha,

@@ -133,7 +133,9 @@ class Cuda:
         return int(self.stream)
 
 
-def load_entry(library: str, symbol: str, n_params: int) -> Callable[..., int]:
+def load_entry(
+    library: str, symbol: str, n_params: int, extra_types: list[str] | None = None
+) -> Callable[..., int]:
     try:
         lib = ctypes.CDLL(library)
     except OSError as exc:
@@ -147,8 +149,10 @@ def load_entry(library: str, symbol: str, n_params: int) -> Callable[..., int]:
             'extern "C"?',
         ) from exc
     fn.restype = ctypes.c_int
-    # Every argument is an address (or null): data pointers, size_t*, workspace, stream.
-    fn.argtypes = [ctypes.c_void_p] * (n_params + 3)
+    # Data pointers, then (torch-2.11) sizes, offsets and runtime args by their C types, then
+    # size_t*, workspace, stream (addresses or null).
+    extra = [getattr(ctypes, marshal.EXTRA_CTYPES[t]) for t in extra_types or []]
+    fn.argtypes = [ctypes.c_void_p] * n_params + extra + [ctypes.c_void_p] * 3
     return fn  # type: ignore[no-any-return]
 
 
@@ -158,14 +162,15 @@ def run(job: BenchJob) -> dict[str, Any]:
             raise StageError("setup", f"dtype {tensor.dtype} is not supported by the harness")
     cuda = Cuda()
     info = cuda.device_info()
-    fn = load_entry(job.library, job.symbol, len(job.params))
+    fn = load_entry(job.library, job.symbol, len(job.params), [t for t, _ in job.extra_args])
+    extra = tuple(int(v) for _, v in job.extra_args)
     rng = np.random.default_rng(job.seed)
     host, pointers = upload_tensors(cuda, job, rng)
     size = ctypes.c_size_t(0)
-    call = marshal.workspace_query(job.params, ctypes.addressof(size), cuda.stream_handle)
+    call = marshal.workspace_query(job.params, ctypes.addressof(size), cuda.stream_handle, extra)
     check_rc(fn(*call.args()), "workspace query")
     workspace = cuda.alloc(size.value) if size.value else None
-    launch = marshal.launch(job.params, pointers, workspace, cuda.stream_handle)
+    launch = marshal.launch(job.params, pointers, workspace, cuda.stream_handle, extra)
 
     out = job.output()
     poison(cuda, out, pointers)

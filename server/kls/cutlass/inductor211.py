@@ -47,6 +47,7 @@ class Emitted211:
     should_swap_xw: bool
     conf_name: str
     dynamic_cluster: str
+    filtered_name: str = ""  # configuration_name() after filter_op (what Inductor's allowlist sees)
 
 
 def get_alignments(dtype: str) -> list[int]:
@@ -188,6 +189,7 @@ def emit_torch211(
     for element in (op.A, op.B, op.C, op.D):
         if element.layout is None:
             raise Refused("a tensor is neither row- nor column-major")
+    filtered_name = op.configuration_name()
     # render
     op = copy.deepcopy(op)
     if bias is not None:
@@ -209,6 +211,7 @@ def emit_torch211(
         swap,
         op.configuration_name(),
         dynamic_cluster_block(op),
+        filtered_name,
     )
 
 
