@@ -331,3 +331,14 @@ def test_swizzle_is_a_runtime_argument_not_a_template_name(ws: Workspace) -> Non
     assert "arguments.scheduler.max_swizzle_size = swizzle;" in result.text
     assert isinstance(result.kernel, Torch211Kernel)
     assert result.kernel.extra_args()[-1] == ("const uint8_t", 8)
+
+
+def test_kls_rules_lists_the_profiles_api(capsys: pytest.CaptureFixture[str]) -> None:
+    from kls.cli import main
+
+    assert main(["rules", "--profile", "torch-2.11"]) == 0
+    out = capsys.readouterr().out
+    assert "helper\tkernel.batch_stride(node, default_value=…)" in out
+    assert "kernel.runtime_arg_values" in out
+    assert main(["rules", "--profile", "inductor-2023"]) == 0
+    assert "batch_stride" not in capsys.readouterr().out

@@ -110,6 +110,11 @@ def _parser() -> argparse.ArgumentParser:
     cache.set_defaults(func=cmd_cache)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
+    rules.add_argument(
+        "--profile",
+        help="also list what templates of this profile may use: helpers, context names, "
+        "reserved C names (inductor-2023, torch-2.11)",
+    )
     rules.set_defaults(func=cmd_rules)
 
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
@@ -389,6 +394,28 @@ def cmd_cache(args: argparse.Namespace) -> int:
 def cmd_rules(args: argparse.Namespace) -> int:
     for rule in RULES.values():
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
+    if args.profile:
+        from kls.checks.signatures import helpers
+        from kls.runtime.profiles import PROFILES, profile
+
+        try:
+            facts = profile(args.profile)
+        except KeyError:
+            print(f"kls: unknown profile '{args.profile}'; one of {', '.join(PROFILES)}")
+            return EXIT_USAGE
+        print(f"\nprofile {facts.name}: mirrors {facts.mirrors}")
+        table = helpers(facts.name)
+        for sig in table.values():
+            print(f"helper\t{sig.label}\t{sig.doc}")
+        for owner in ("kernel", "template"):
+            attrs = sorted(facts.api(owner) - {n for o, n in table if o == owner})
+            if attrs:
+                print(f"attribute\t{', '.join(f'{owner}.{a}' for a in attrs)}")
+        for kind in ("cutlass_gemm", "cuda"):
+            buffers = set(facts.gemm_buffers) if kind == "cutlass_gemm" else set()
+            names = ", ".join(sorted(facts.context_names(kind) | buffers))
+            print(f"context\t{kind}\t{names}")
+            print(f"reserved\t{kind}\t{', '.join(sorted(facts.reserved_c_names(kind)))}")
     return EXIT_OK
 
 
