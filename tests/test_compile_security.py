@@ -459,7 +459,7 @@ def test_ctrl_c_kills_the_real_nvcc_and_cicc(workspace: Path, tmp_path: Path) ->
     """The shipped SM90 instance takes seconds in nvcc's front end: interrupt it there."""
     env = {"KLS_CACHE_DIR": str(tmp_path / "kls-cache")}
     kls = _kls("compile", "cutlass3x_gemm.cu.jinja", "-i", "sm90_bf16_4096", cwd=workspace, env=env)
-    nvcc = _child_named(kls.pid, "nvcc")
+    nvcc = _session_leader_child(kls.pid, "nvcc")
     assert nvcc is not None, "nvcc never started"
     assert wait_for(lambda: len(session_members(nvcc)) > 1, 20), "nvcc started no child"
     kls.send_signal(signal.SIGINT)
@@ -468,7 +468,9 @@ def test_ctrl_c_kills_the_real_nvcc_and_cicc(workspace: Path, tmp_path: Path) ->
     assert wait_for(lambda: session_members(nvcc) == [], 5), session_members(nvcc)
 
 
-def _child_named(parent: int, name: str, timeout: float = 30.0) -> int | None:
+def _session_leader_child(parent: int, name: str, timeout: float = 30.0) -> int | None:
+    """The child `name` of `parent` that leads its own session: the compile, not the short
+    `nvcc --version` and `nvcc -dryrun` that find the toolchain."""
     found: list[int] = []
 
     def look() -> bool:
@@ -480,7 +482,8 @@ def _child_named(parent: int, name: str, timeout: float = 30.0) -> int | None:
             except OSError:
                 continue
             comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-            if comm == name and int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+            fields = stat.rsplit(")", 1)[1].split()
+            if comm == name and int(fields[1]) == parent and int(fields[3]) == int(entry.name):
                 found.append(int(entry.name))
                 return True
         return False
