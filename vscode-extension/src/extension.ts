@@ -10,9 +10,10 @@ import {
   State,
 } from "vscode-languageclient/node";
 
+import { PushDiagnosticsOnly } from "./logic/diagnostics";
 import { chooseInterpreter, importCheckArgs, installArgs } from "./logic/python";
 import { PREVIEW_SCHEME, parsePreviewUri, previewAffectedBy, previewUriString } from "./logic/preview";
-import { ServerState, statusText, statusTooltip } from "./logic/status";
+import { ServerState, jobSummary, statusText, statusTooltip } from "./logic/status";
 import { TRUST_REQUIRED, effectiveSettings, serverCommand, untrustedMessage } from "./logic/server";
 
 const LANGUAGE = "cuda-jinja";
@@ -44,7 +45,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("kls.openPreview", openPreview),
     vscode.commands.registerCommand("kls.pickInstance", pickInstance),
     vscode.commands.registerCommand("kls.statusClick", statusClick),
-    vscode.commands.registerCommand("kls.cancelJobs", cancelJobs),
+    vscode.commands.registerCommand("kls.cancelJobs", () => cancelJobs()),
     vscode.commands.registerCommand("kls.compileActive", () => runJob("kls.compile", "check")),
     vscode.commands.registerCommand("kls.buildActive", () => runJob("kls.compile", "build")),
     vscode.commands.registerCommand("kls.benchmarkActive", () => runJob("kls.benchmark")),
@@ -176,6 +177,8 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     },
   };
   client = new LanguageClient("kls", "kls", serverOptions, clientOptions);
+  // Pushed diagnostics only: pulling as well showed every finding twice (logic/diagnostics.ts).
+  client.registerFeature(new PushDiagnosticsOnly());
   client.onDidChangeState((e) => {
     setState(e.newState === State.Running ? "running" : e.newState === State.Starting ? "starting" : "stopped");
   });
@@ -337,8 +340,8 @@ async function statusClick(): Promise<void> {
   }
 }
 
-async function cancelJobs(): Promise<void> {
-  const uri = templateUri();
+async function cancelJobs(arg?: unknown): Promise<void> {
+  const uri = templateUri(arg);
   if (!client || !uri) {
     return;
   }
@@ -362,12 +365,19 @@ async function runJob(command: string, mode?: string): Promise<void> {
   renderStatus();
   try {
     const args = mode ? [uri.toString(), mode] : [uri.toString()];
-    const result = await client.sendRequest<Record<string, unknown>>("workspace/executeCommand", {
-      command,
-      arguments: args,
-    });
-    const summary = typeof result?.headline === "string" ? result.headline : result?.ok ? "ok" : "failed";
-    void vscode.window.setStatusBarMessage(`kls ${title.trim()}: ${summary}`, 10_000);
+    const running = client;
+    // A notification with a Cancel button while it runs (the server's own progress shows in
+    // the status bar, which has no button); Cancel stops the job (kls.cancel kills nvcc).
+    const result = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `kls: ${title.trim()}`, cancellable: true },
+      (_progress, token) => {
+        const cancelled = token.onCancellationRequested(() => void cancelJobs(uri));
+        return running
+          .sendRequest<Record<string, unknown>>("workspace/executeCommand", { command, arguments: args })
+          .finally(() => cancelled.dispose());
+      },
+    );
+    void vscode.window.setStatusBarMessage(`kls ${title.trim()}: ${jobSummary(result)}`, 10_000);
   } finally {
     jobs.splice(jobs.indexOf(title), 1);
     renderStatus();

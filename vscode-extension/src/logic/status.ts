@@ -33,3 +33,23 @@ export function statusTooltip(input: StatusInput): string {
   }
   return lines.join("\n");
 }
+
+/** One line for the status bar when a compile or benchmark job ends. */
+export function jobSummary(result: Record<string, unknown> | null | undefined): string {
+  if (!result) {
+    return "no answer";
+  }
+  if (result.cancelled === true) {
+    return "cancelled";
+  }
+  if (typeof result.headline === "string") {
+    return result.headline;
+  }
+  if (typeof result.error === "string") {
+    return result.error;
+  }
+  if (result.ok === true) {
+    return typeof result.seconds === "number" ? `ok (${result.seconds} s)` : "ok";
+  }
+  return typeof result.errors === "number" ? `failed, ${result.errors} error(s)` : "failed";
+}

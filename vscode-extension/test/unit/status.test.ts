@@ -1,6 +1,6 @@
 import { strict as assert } from "assert";
 
-import { statusText, statusTooltip } from "../../src/logic/status";
+import { jobSummary, statusText, statusTooltip } from "../../src/logic/status";
 
 describe("status bar", () => {
   it("shows the active instance", () => {
@@ -19,5 +19,16 @@ describe("status bar", () => {
     assert.equal(statusText({ state: "missing", jobs: [] }), "$(warning) kls: not installed");
     assert.equal(statusText({ state: "stopped", jobs: [] }), "$(debug-stop) kls: stopped");
     assert.match(statusTooltip({ state: "running", jobs: [] }), /No instance/);
+  });
+});
+
+describe("job summary", () => {
+  it("says cancelled, the benchmark headline, the error or the outcome", () => {
+    assert.equal(jobSummary({ ok: false, cancelled: true }), "cancelled");
+    assert.equal(jobSummary({ ok: true, headline: "12.3 µs" }), "12.3 µs");
+    assert.equal(jobSummary({ ok: false, error: "no instance" }), "no instance");
+    assert.equal(jobSummary({ ok: true, seconds: 1.5 }), "ok (1.5 s)");
+    assert.equal(jobSummary({ ok: false, errors: 2 }), "failed, 2 error(s)");
+    assert.equal(jobSummary(undefined), "no answer");
   });
 });
