@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from kls.dtypes import DType
 
-PROFILES = ("inductor-2023", "torch-2.11")
+# The Inductor template API generations kls mirrors (kls.runtime.profiles).
+Profile = Literal["inductor-2023", "torch-2.11"]
+PROFILES: tuple[Profile, ...] = get_args(Profile)
 # Profile names kls once accepted -> their replacement (read with a KT002 warning).
 RENAMED_PROFILES = {"inductor-2025": "torch-2.11"}
-KINDS = ("cutlass_gemm", "cuda")
+InstanceKind = Literal["cutlass_gemm", "cuda"]
+KINDS: tuple[InstanceKind, ...] = get_args(InstanceKind)
 # What a benchmark verifies the output against (see kls.bench.reference).
-REFERENCES = ("gemm", "softmax", "none")
+Reference = Literal["gemm", "softmax", "none"]
+REFERENCES: tuple[Reference, ...] = get_args(Reference)
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,8 @@ class InstanceSpec:
     name: str
     template: Path
     config_path: Path
-    profile: str = "inductor-2023"
-    kind: str = "cuda"
+    profile: Profile = "inductor-2023"
+    kind: InstanceKind = "cuda"
     arch: str = "90a"
     kernel_name: str = "kls_kernel"
     tensors: dict[str, TensorSpec | None] = field(default_factory=dict)
@@ -83,7 +87,7 @@ class InstanceSpec:
     op: str | None = None
     op_filter: OpFilter | None = None
     variables: dict[str, Any] = field(default_factory=dict)
-    reference: str = "none"
+    reference: Reference = "none"
     # The real folders this instance's templates and their includes may be read from: the
     # config's folder, then any extra roots (see kls.instances.roots).
     roots: tuple[Path, ...] = ()

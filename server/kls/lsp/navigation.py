@@ -1,19 +1,17 @@
-"""Hover, completion, definition, symbols and code lenses, computed from the template model
-and the active instance's render record."""
+"""Hover, completion, go to definition and document symbols: computed from the template
+model and the active instance's render (the last check's when it is current)."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from lsprotocol import types as lsp
 
-from kls.bench.report import BenchReport
 from kls.checks.signatures import BUFFER_HELPERS, helper_sig, helpers_of
-from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
-from kls.lsp.convert import to_lsp_range
+from kls.lsp.convert import from_lsp_position, to_lsp_range
+from kls.lsp.state import KlsServer
 from kls.positions import Position, Range
 from kls.render import RenderResult, context_names
 from kls.template.model import HelperCall, TemplateModel
@@ -175,71 +173,45 @@ def _symbol(name: str, kind: lsp.SymbolKind, rng: Range, sel: Range | None) -> l
     )
 
 
-@dataclass(frozen=True)
-class BenchView:
-    report: BenchReport
-    stale: bool
-
-    def title(self) -> str:
-        text = self.report.headline()
-        return f"{text} (stale: the template changed since)" if self.stale else text
+# -- handlers ---------------------------------------------------------------------------------
 
 
-def bench_finding(view: BenchView, rng: Range, path: str) -> Finding:
-    """The last benchmark as a diagnostic on the def_kernel line (source kls-bench)."""
-    report = view.report
-    if report.ok:
-        severity = Severity.HINT if view.stale else Severity.INFO
-        return Finding(
-            "KT700", severity, rng, view.title(), path, report.instance, source="kls-bench"
-        )
-    return Finding(
-        "KT701",
-        Severity.ERROR,
-        rng,
-        f"benchmark failed: {report.message}",
-        path,
-        report.instance,
-        source="kls-bench",
+async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
+    uri = params.text_document.uri
+    model = await ls.model(uri)
+    result = await ls.active_render(uri)
+    return hover(model, from_lsp_position(params.position), result, ls.path(uri))
+
+
+async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
+    uri = params.text_document.uri
+    text = ls.text(uri)
+    model = await ls.model(uri)
+    lines = text.split("\n")
+    line = lines[params.position.line] if params.position.line < len(lines) else ""
+    items = completions(
+        model, line, from_lsp_position(params.position), ls.active_instance(ls.path(uri))
     )
+    return lsp.CompletionList(is_incomplete=False, items=items)
 
 
-def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.InlayHint]:
-    if view is None or not view.report.ok:
+async def on_definition(ls: KlsServer, params: lsp.DefinitionParams) -> lsp.Location | None:
+    uri = params.text_document.uri
+    model = await ls.model(uri)
+    path = ls.path(uri)
+    return definition(model, from_lsp_position(params.position), path, ls.active_instance(path))
+
+
+async def on_symbols(ls: KlsServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
+    if params.text_document.uri not in ls.docs:
         return []
-    hints = []
-    for call in model.calls_to("kernel", "def_kernel"):
-        line = call.range.end.line
-        end = len(model.index.line_text(line))
-        hints.append(
-            lsp.InlayHint(
-                position=lsp.Position(line=line, character=end),
-                label=f" {view.title()}",
-                padding_left=True,
-            )
-        )
-    return hints
+    return symbols(await ls.model(params.text_document.uri))
 
 
-def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[lsp.CodeLens]:
-    """Preview / Compile / Benchmark above each def_kernel. The Benchmark lens is resolved
-    lazily (`codeLens/resolve`): its title reads the benchmark history."""
-    lenses: list[lsp.CodeLens] = []
-    for call in model.calls_to("kernel", "def_kernel"):
-        rng = to_lsp_range(call.range)
-        suffix = f" ({instance})" if instance else " (no instance)"
-        for title, command in (("Preview" + suffix, "kls.preview"), ("Compile", "kls.compile")):
-            lenses.append(
-                lsp.CodeLens(
-                    range=rng, command=lsp.Command(title=title, command=command, arguments=[uri])
-                )
-            )
-        lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "benchmark"}))
-    return lenses
-
-
-def resolve_benchmark_lens(lens: lsp.CodeLens, bench: BenchView | None) -> lsp.CodeLens:
-    uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
-    title = f"Benchmark · {bench.title()}" if bench else "Benchmark"
-    lens.command = lsp.Command(title=title, command="kls.benchmark", arguments=[uri])
-    return lens
+def register(ls: KlsServer) -> None:
+    ls.feature(lsp.TEXT_DOCUMENT_HOVER)(on_hover)
+    ls.feature(
+        lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", "(", ","])
+    )(on_completion)
+    ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)(on_definition)
+    ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(on_symbols)

@@ -1,0 +1,224 @@
+"""Open documents and their checks: sync, scheduling, push and pull diagnostics, settings.
+
+Checks run off the event loop. Edits are coalesced per document: an edit starts a check at once
+if none is running; edits that arrive during a check make it run again on the newest text when
+it ends. A result is stored (and published) only if the document did not change while it was
+computed, so an older result never replaces a newer one.
+
+The first result for a text covers the static checks and the *active* instance; the other
+instances follow once edits pause for IDLE_BEFORE_FULL_CHECK_S (a newer edit at any point starts
+over).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+from lsprotocol import types as lsp
+
+from kls.checks.run import CheckResult, ModelCache, check_file
+from kls.findings import Finding
+from kls.instances import InstanceSet
+from kls.lsp.convert import to_diagnostic
+from kls.lsp.offload import off_loop
+from kls.lsp.state import DocState, KlsServer
+
+IDLE_BEFORE_FULL_CHECK_S = 0.15
+
+
+@dataclass(frozen=True)
+class TemplateText:
+    """One template a document holds. Today a document is one template file; a Python file
+    holding template string constants (`file.py::CONSTANT`) will hold several, which is why
+    checks go through `templates_of`."""
+
+    path: Path
+    text: str
+
+
+def templates_of(ls: KlsServer, uri: str) -> list[TemplateText]:
+    return [TemplateText(ls.path(uri), ls.text(uri))]
+
+
+def check_document(
+    ls: KlsServer,
+    uri: str,
+    instances: InstanceSet | None,
+    only: set[str] | None = None,
+    generation: int | None = None,
+) -> CheckResult:
+    """Check every template of `uri` (in a worker thread). With `generation`, stop early once
+    the document has moved past it."""
+
+    def superseded() -> bool:
+        state = ls.docs.get(uri)
+        return generation is not None and (state is None or state.generation != generation)
+
+    overrides = ls.overrides()
+    merged = CheckResult()
+    for template in templates_of(ls, uri):
+        result = check_file(
+            template.path,
+            template.text,
+            instances,
+            ModelCache(overrides),
+            only,
+            superseded if generation is not None else None,
+        )
+        merged.findings.extend(result.findings)
+        merged.renders.update(result.renders)
+        merged.cancelled = merged.cancelled or result.cancelled
+    return merged
+
+
+def schedule(ls: KlsServer, uri: str, version: int) -> None:
+    """Check now if no check of this document runs; else the running one re-checks the
+    newest version when it ends. No timer delay, no stale publish, one check at a time."""
+    state = ls.docs.setdefault(uri, DocState())
+    state.version = version
+    state.generation += 1  # an edit, a save, a config or sub-template change
+    state.changed.set()
+    if state.task is None or state.task.done():
+        state.task = asyncio.get_running_loop().create_task(_check_loop(ls, uri))
+
+
+def schedule_all(ls: KlsServer) -> None:
+    for uri, state in list(ls.docs.items()):
+        schedule(ls, uri, state.version)
+
+
+async def _check_loop(ls: KlsServer, uri: str) -> None:
+    while (state := ls.docs.get(uri)) is not None:
+        generation = state.generation
+        path = ls.path(uri)
+        instances = await ls.load_config(path)
+        active = ls.active_instance(path)
+        phases: list[set[str] | None] = [None]
+        if active is not None and len(ls.instances_of(path)) > 1:
+            phases = [{active.name}, None]
+        for only in phases:
+            if only is None and len(phases) > 1 and not await _quiet(ls, uri, generation):
+                break  # edits keep coming: the interactive phase comes first again
+            if state.up_to_date and state.result_complete:
+                continue  # a pull checked this text in full meanwhile
+            try:
+                result = await off_loop(check_document, ls, uri, instances, only, generation)
+            except Exception as exc:
+                ls.report_failure("check", exc)
+                return
+            state = ls.docs.get(uri)
+            if state is None:
+                return  # closed meanwhile
+            if state.generation != generation:
+                break  # superseded while running: check the newest inputs instead
+            _store(ls, uri, state, result, complete=only is None)
+        else:
+            return
+
+
+def _store(ls: KlsServer, uri: str, state: DocState, result: CheckResult, complete: bool) -> None:
+    first = not state.up_to_date
+    state.result = result
+    state.result_generation = state.generation
+    state.result_complete = complete
+    ls.checked(uri, result, first)
+
+
+async def _quiet(ls: KlsServer, uri: str, generation: int) -> bool:
+    """Wait until no trigger arrived for IDLE_BEFORE_FULL_CHECK_S (True), or one did."""
+    state = ls.docs.get(uri)
+    if state is None:
+        return False
+    state.changed.clear()
+    if state.generation != generation:
+        return False
+    try:
+        await asyncio.wait_for(state.changed.wait(), IDLE_BEFORE_FULL_CHECK_S)
+    except asyncio.TimeoutError:
+        return True
+    return False
+
+
+# -- handlers ---------------------------------------------------------------------------------
+
+
+async def initialized(ls: KlsServer, params: lsp.InitializedParams) -> None:
+    await ls.pull_settings()
+
+
+async def configuration_changed(ls: KlsServer, params: lsp.DidChangeConfigurationParams) -> None:
+    await ls.pull_settings()
+    schedule_all(ls)
+
+
+def did_open(ls: KlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
+    schedule(ls, params.text_document.uri, params.text_document.version)
+
+
+def did_change(ls: KlsServer, params: lsp.DidChangeTextDocumentParams) -> None:
+    schedule(ls, params.text_document.uri, params.text_document.version)
+
+
+async def did_save(ls: KlsServer, params: lsp.DidSaveTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    state = ls.docs.get(uri)
+    schedule(ls, uri, state.version if state else 0)
+    for hook in ls.after_save:
+        await hook(ls, uri)
+
+
+def did_close(ls: KlsServer, params: lsp.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    state = ls.forget(uri)
+    if state and state.task:
+        state.task.cancel()
+    ls.text_document_publish_diagnostics(lsp.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+def watched_files_changed(ls: KlsServer, params: lsp.DidChangeWatchedFilesParams) -> None:
+    ls.forget_configs()  # kls.toml or a sub-template changed: re-read, re-check open docs
+    schedule_all(ls)
+
+
+async def pull_diagnostics(
+    ls: KlsServer, params: lsp.DocumentDiagnosticParams
+) -> lsp.DocumentDiagnosticReport:
+    """The store's diagnostics of a document, after a full check of its current text (the
+    last one when it is up to date and complete, else a new one)."""
+    uri = params.text_document.uri
+    ls.text(uri)  # an error for a document that is not open
+    state = ls.docs[uri]
+    if not (state.up_to_date and state.result_complete):
+        generation = state.generation
+        instances = await ls.load_config(ls.path(uri))
+        result = await off_loop(check_document, ls, uri, instances)
+        current = ls.docs.get(uri)
+        if current is None or current.generation != generation:
+            # Edited meanwhile: answer for the text that was checked (the newer one follows).
+            others = ls.diagnostics.get(uri, "nvcc") + ls.diagnostics.get(uri, "kls-bench")
+            return _report([*result.findings, *others])
+        if not (current.up_to_date and current.result_complete):
+            _store(ls, uri, current, result, complete=True)
+    return lsp.RelatedFullDocumentDiagnosticReport(items=ls.diagnostics.diagnostics(uri))
+
+
+def _report(findings: list[Finding]) -> lsp.RelatedFullDocumentDiagnosticReport:
+    return lsp.RelatedFullDocumentDiagnosticReport(items=[to_diagnostic(f) for f in findings])
+
+
+def register(ls: KlsServer) -> None:
+    ls.feature(lsp.INITIALIZED)(initialized)
+    ls.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)(configuration_changed)
+    ls.feature(lsp.TEXT_DOCUMENT_DID_OPEN)(did_open)
+    ls.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)(did_change)
+    ls.feature(lsp.TEXT_DOCUMENT_DID_SAVE)(did_save)
+    ls.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)(did_close)
+    ls.feature(lsp.WORKSPACE_DID_CHANGE_WATCHED_FILES)(watched_files_changed)
+    ls.feature(
+        lsp.TEXT_DOCUMENT_DIAGNOSTIC,
+        lsp.DiagnosticOptions(
+            identifier="kls", inter_file_dependencies=True, workspace_diagnostics=False
+        ),
+    )(pull_diagnostics)
