@@ -26,6 +26,7 @@ from kls.sandbox.workers import (
     WorkerLimits,
     configure,
 )
+from kls.template.source import findings_to_file, python_file, source_map_to_file
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -204,9 +205,9 @@ def _order(f: Finding) -> tuple[str, int, int, str]:
 def _instances_for(
     template: Path, config: Path | None, extra_roots: Sequence[Path] = ()
 ) -> tuple[InstanceSet | None, str]:
-    if not template.is_file():
+    if not python_file(template).is_file():  # a template, or file.py::CONSTANT
         return None, f"kls: {template}: no such template file"
-    config = config or find_config(template)
+    config = config or find_config(python_file(template))
     if config is None:
         return None, (
             f"kls: no kls.toml found at or above {template.parent}; declare instances there "
@@ -266,6 +267,7 @@ def cmd_render(args: argparse.Namespace) -> int:
     if spec is None:
         return EXIT_USAGE
     result, findings = check_instance(spec, ModelCache())
+    findings = findings_to_file(findings)  # templates in Python constants: the file's lines
     errors = [f for f in findings if f.severity == Severity.ERROR]
     for f in findings:
         print(f.format_line(), file=sys.stderr)
@@ -273,12 +275,13 @@ def cmd_render(args: argparse.Namespace) -> int:
         print(f"kls: instance '{spec.name}' did not render", file=sys.stderr)
         return EXIT_FINDINGS
     text = result.text
+    source_map = source_map_to_file(result.source_map)
     if args.line_directives:
-        text = result.source_map.line_directives(text)
+        text = source_map.line_directives(text)
     elif args.source_map:
         lines = []
         for i, line in enumerate(text.split("\n")):
-            origin = result.source_map.origin(i)
+            origin = source_map.origin(i)
             where = f"{Path(origin.path).name}:{origin.line + 1}" if origin else "?"
             lines.append(f"{where:>28} | {line}")
         text = "\n".join(lines)

@@ -53,6 +53,7 @@ from kls.sourcemap import (
     Where,
     line_origins,
 )
+from kls.template.source import SourceError, is_python_ref, read_source
 
 # Compiled template code, process-wide (it holds no per-render state: the source-map positions
 # it records are constants, and the recorder is the environment's).
@@ -137,6 +138,11 @@ class _Renderer:
         resolved = path.resolve()
         if resolved in self.overrides:
             return self.overrides[resolved]
+        if is_python_ref(path):  # a Python file's constant, read with ast (editor text wins)
+            try:
+                return read_source(path, self.overrides).text
+            except SourceError as exc:
+                raise OSError(exc.message) from None
         with path.open("rb") as f:
             data = f.read(MAX_TEMPLATE_BYTES + 1)
         if len(data) > MAX_TEMPLATE_BYTES:

@@ -37,7 +37,8 @@ RULES: dict[str, Rule] = {
             _E,
             "a template path in the config does not exist, or leaves the project root (the "
             "folder of kls.toml, symlinks resolved): move the file into the project or name its "
-            "folder in kls.extraRoots / --extra-root",
+            "folder in kls.extraRoots / --extra-root; a `file.py::NAME` names no module-level "
+            "string constant kls can read without running the file",
         ),
         Rule("KT005", "unknown-op", _E, "the CUTLASS op is unknown or does not fit the tensors"),
         Rule("KT006", "no-instances", _W, "the config declares no instances"),

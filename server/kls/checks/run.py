@@ -17,6 +17,13 @@ from kls.positions import Range
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
 from kls.template.model import TemplateModel, parse_template
+from kls.template.source import (
+    SourceError,
+    TemplateRef,
+    findings_to_file,
+    is_python_file,
+    read_source,
+)
 
 TEMPLATE_SUFFIXES = (".cu.jinja", ".cuh.jinja", ".cu.j2", ".cuh.j2", ".jinja", ".j2")
 JINJA_CODE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
@@ -37,9 +44,15 @@ def is_template(path: Path) -> bool:
     return path.name.endswith(TEMPLATE_SUFFIXES)
 
 
-def read_template(path: Path) -> tuple[str | None, Finding | None]:
+def read_template(
+    path: Path, overrides: dict[Path, str] | None = None
+) -> tuple[str | None, Finding | None]:
     """The text, or a KT105 finding that says why it cannot be used. Never reads more than
-    MAX_TEMPLATE_BYTES + 1 bytes, whatever the file's size."""
+    MAX_TEMPLATE_BYTES + 1 bytes, whatever the file's size. `path` may name a Python file's
+    constant (`file.py::NAME`, kls.template.source): its text is read from the file (or its
+    editor text in `overrides`) with `ast`."""
+    if TemplateRef.parse(path).constant is not None:
+        return _read_constant(path, overrides)
     try:
         with path.open("rb") as f:
             data = f.read(MAX_TEMPLATE_BYTES + 1)
@@ -59,6 +72,23 @@ def read_template(path: Path) -> tuple[str | None, Finding | None]:
             Range.of_line(line),
             f"template is not UTF-8 (byte {exc.start}: {exc.reason}); save it as UTF-8",
             path=str(path),
+        )
+    problem = template_size_problem(path, text)
+    return (None, problem) if problem is not None else (text, None)
+
+
+def _read_constant(
+    path: Path, overrides: dict[Path, str] | None
+) -> tuple[str | None, Finding | None]:
+    try:
+        text = read_source(path, overrides).text
+    except SourceError as exc:
+        return None, Finding(
+            "KT105", Severity.ERROR, Range.of_line(exc.line), exc.message, path=str(path)
+        )
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, Finding(
+            "KT105", Severity.ERROR, Range.of_line(0), f"cannot read: {exc}", path=str(path)
         )
     problem = template_size_problem(path, text)
     return (None, problem) if problem is not None else (text, None)
@@ -115,7 +145,7 @@ class ModelCache:
             if text is not None and template_size_problem(Path(path), text) is not None:
                 return None
             if text is None:
-                text, _ = read_template(Path(path))
+                text, _ = read_template(Path(path), self.overrides)
             if text is None:
                 return None
             self.models[path] = parse_template(text)
@@ -147,11 +177,66 @@ def check_file(
     cancelled: Callable[[], bool] | None = None,
 ) -> CheckResult:
     """Findings located in `path`, from its static checks and every instance that reads it
-    (or only the instances named in `only`)."""
+    (or only the instances named in `only`). `path` may be a Python file (`text` its editor
+    text): its template constants that instances read are checked, and the findings are in
+    the file's own lines and columns; likewise for one constant (`file.py::NAME`)."""
+    ref = TemplateRef.parse(path).resolve()
+    if ref.constant is None and is_python_file(ref.file):
+        return check_python_file(ref.file, text, instances, cache, only, cancelled)
+    if ref.constant is not None:
+        result = _check_source(ref.path, text, instances, cache, only, cancelled)
+        overrides = cache.overrides if cache is not None else {}
+        result.findings = findings_to_file(result.findings, overrides)
+        return result
+    return _check_source(ref.path, text, instances, cache, only, cancelled)
+
+
+def check_python_file(
+    path: Path,
+    text: str | None = None,
+    instances: InstanceSet | None = None,
+    cache: ModelCache | None = None,
+    only: set[str] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> CheckResult:
+    """Every template constant of Python file `path` that an instance reads, checked; the
+    findings are in the file's own lines and columns, so they lie inside the template strings
+    (or, for a constant kls cannot read, on its assignment line)."""
     path = path.resolve()
     result = CheckResult()
+    cache = cache or ModelCache()
+    if text is not None:
+        cache.overrides[path] = text
+    for source_id in instances.sources_in(path) if instances is not None else []:
+        if cancelled is not None and cancelled():
+            result.cancelled = True
+            break
+        source_text, problem = read_template(Path(source_id), cache.overrides)
+        if problem is not None:
+            result.findings.append(problem)
+            continue
+        checked = _check_source(Path(source_id), source_text, instances, cache, only, cancelled)
+        result.findings.extend(checked.findings)
+        result.renders.update(checked.renders)
+        if checked.cancelled:
+            result.cancelled = True
+            break
+    result.findings = findings_to_file(result.findings, cache.overrides)
+    return result
+
+
+def _check_source(
+    path: Path,
+    text: str | None,
+    instances: InstanceSet | None,
+    cache: ModelCache | None,
+    only: set[str] | None,
+    cancelled: Callable[[], bool] | None,
+) -> CheckResult:
+    """check_file on one template (a file, or a constant's source id), in its own positions."""
+    result = CheckResult()
     if text is None:
-        text, problem = read_template(path)
+        text, problem = read_template(path, cache.overrides if cache is not None else None)
         if problem is not None:
             result.findings.append(problem)
             return result
@@ -232,14 +317,17 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
                 root.resolve(), load_instances(root, extra_roots=extra_roots)
             )
             for spec in instance_set.instances.values():
-                files.extend(
-                    p
-                    for p in (spec.template, spec.argument_template, spec.epilogue_template)
-                    if p is not None and p not in files
-                )
+                for p in (spec.template, spec.argument_template, spec.epilogue_template):
+                    if p is not None and p not in files:
+                        files.append(p)
             continue
         if root.is_dir():
             files.extend(sorted(p for p in root.rglob("*") if p.is_file() and is_template(p)))
+            config = find_config(root)
+            if config is not None and config not in configs:
+                configs[config] = load_instances(config, extra_roots=extra_roots)
+            python = configs[config].python_files() if config is not None else []
+            files.extend(p for p in python if p.is_relative_to(root.resolve()))
         elif root.is_file():
             files.append(root)
         else:

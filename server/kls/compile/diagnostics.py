@@ -16,6 +16,7 @@ from kls.findings import Finding, Related, Severity
 from kls.positions import Position, Range
 from kls.render import RenderResult
 from kls.template.model import parse_template
+from kls.template.source import SourceError, read_source
 
 EDG = re.compile(
     r"^(?P<file>[^\s(][^()]*)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning|remark)"
@@ -139,8 +140,8 @@ def _template_range(
 ) -> Range:
     """The whole template line, or the exact token when the line was copied verbatim."""
     try:
-        template_text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        template_text = read_source(path).text  # a file, or a Python constant (file.py::NAME)
+    except (OSError, UnicodeDecodeError, SourceError):
         return Range.of_line(line)
     model = parse_template(template_text)
     text = model.index.line_text(line)

@@ -35,6 +35,7 @@ from kls.instances import InstanceSpec
 from kls.positions import Range
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
+from kls.template.source import findings_to_file
 
 SOURCE_NAME = "kernel.cu"
 DEPS_NAME = "kernel.d"
@@ -113,6 +114,21 @@ class CompileResult:
 
 
 def compile_instance(
+    instance: InstanceSpec,
+    options: CompileOptions,
+    overrides: dict[Path, str] | None = None,
+    cancel: threading.Event | None = None,
+    cache: CompileCache | None = None,
+    on_nvcc_start: Callable[[], None] | None = None,
+) -> CompileResult:
+    """Render and compile `instance`; findings are in the templates' files (a template in a
+    Python constant: the .py file's own lines and columns)."""
+    result = _compile_instance(instance, options, overrides, cancel, cache, on_nvcc_start)
+    result.findings = findings_to_file(result.findings, overrides)
+    return result
+
+
+def _compile_instance(
     instance: InstanceSpec,
     options: CompileOptions,
     overrides: dict[Path, str] | None = None,

@@ -37,6 +37,15 @@ from kls.instances.schema import (
 )
 from kls.positions import Position, Range
 from kls.suggest import did_you_mean
+from kls.template.pysource import python_constants
+from kls.template.source import (
+    SEPARATOR,
+    SourceError,
+    TemplateRef,
+    constant_in,
+    is_python_file,
+    read_file_text,
+)
 
 CONFIG_NAMES = ("kls.toml", "pyproject.toml")
 INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -85,22 +94,52 @@ class InstanceSet:
     findings: list[Finding] = field(default_factory=list)
 
     def for_template(self, template: Path) -> list[InstanceSpec]:
-        target = template.resolve()
-        return [i for i in self.instances.values() if i.template.resolve() == target]
+        """Instances whose main template is `template` (a file, a `file.py::NAME` source id,
+        or a Python file: any of its constants)."""
+        return [i for i in self.instances.values() if _reads(template, (i.template,))]
 
     def depends_on(self, path: Path) -> list[InstanceSpec]:
-        """Instances whose rendering reads `path` (main template or a sub-template)."""
-        target = path.resolve()
+        """Instances whose rendering reads `path` (main template or a sub-template; for a
+        Python file, any of its constants)."""
         return [
             i
             for i in self.instances.values()
-            if target
-            in {
-                p.resolve()
-                for p in (i.template, i.argument_template, i.epilogue_template)
-                if p is not None
-            }
+            if _reads(path, (i.template, i.argument_template, i.epilogue_template))
         ]
+
+    def sources_in(self, file: Path) -> list[str]:
+        """The source ids (`file.py::NAME`) of the constants of Python file `file` that
+        instances read, in the order instances name them."""
+        target = file.resolve()
+        out: dict[str, None] = {}
+        for i in self.instances.values():
+            for p in (i.template, i.argument_template, i.epilogue_template):
+                ref = TemplateRef.parse(p) if p is not None else None
+                if ref is not None and ref.constant and ref.file.resolve() == target:
+                    out[ref.resolve().id] = None
+        return list(out)
+
+    def python_files(self) -> list[Path]:
+        """The Python files whose constants instances read as templates."""
+        out: dict[Path, None] = {}
+        for i in self.instances.values():
+            for p in (i.template, i.argument_template, i.epilogue_template):
+                ref = TemplateRef.parse(p) if p is not None else None
+                if ref is not None and ref.constant:
+                    out[ref.file.resolve()] = None
+        return list(out)
+
+
+def _reads(target: Path, sources: tuple[Path | None, ...]) -> bool:
+    """Whether `target` (a file or a source id) is, or holds, one of `sources`."""
+    want = TemplateRef.parse(target).resolve()
+    for p in sources:
+        if p is None:
+            continue
+        ref = TemplateRef.parse(p).resolve()
+        if ref == want or (want.constant is None and ref.file == want.file):
+            return True
+    return False
 
 
 def find_config(start: Path) -> Path | None:
@@ -325,7 +364,8 @@ class _Reader:
         """The real path of a template the config names, or None after a KT004 finding: the
         file is missing, or it lies outside the project (checked first, so nothing outside
         is even probed)."""
-        candidate = self.path.parent / value
+        ref = TemplateRef.parse(value)
+        candidate = self.path.parent / ref.file
         if not is_inside(candidate, self.roots):
             self.error(
                 keys,
@@ -339,9 +379,36 @@ class _Reader:
         resolved = candidate.resolve()
         if not resolved.is_file():
             what = "template file" if key == "template" else key
-            self.error(keys, "KT004", f"{what} not found: {value}")
+            self.error(keys, "KT004", f"{what} not found: {ref.file}")
             return None
-        return resolved
+        if ref.constant is None:
+            return resolved
+        return self.template_constant(keys, key, resolved, ref.constant)
+
+    def template_constant(
+        self, keys: tuple[str, ...], key: str, file: Path, name: str
+    ) -> Path | None:
+        """The source id of constant `name` in Python file `file`, or None after a KT004
+        finding: not a Python file, or no string constant `name` kls can read without running
+        the file (missing, with a 'did you mean'; an f-string; built by `+` or `.format`)."""
+        if not is_python_file(file):
+            self.error(
+                keys,
+                "KT004",
+                f"{key} '{file.name}{SEPARATOR}{name}': only a Python file (.py) holds template "
+                f"constants; name the file itself, or a .py file's constant as file.py::{name}",
+            )
+            return None
+        try:
+            constant_in(python_constants(read_file_text(file)), name, file)
+        except SourceError as exc:
+            where = f" ({file.name}, line {exc.line + 1})" if exc.line else ""
+            self.error(keys, "KT004", f"{key} '{file.name}{SEPARATOR}{name}': {exc.message}{where}")
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            self.error(keys, "KT004", f"{key}: cannot read {file.name}: {exc}")
+            return None
+        return TemplateRef(file, name).path
 
     def kernel_name(self, keys: tuple[str, ...], instance: str, name: str) -> bool:
         problem = _c_identifier_problem(name)
