@@ -561,3 +561,20 @@ async def test_sigterm_on_kls_serve_kills_nvcc(tmp_path: Path) -> None:
         await asyncio.sleep(0.05)
     assert not any(alive(pid) for pid in proj.pids()), "nvcc outlived kls serve"
     await client.stop()  # type: ignore[no-untyped-call]  # pygls leaves it untyped
+
+
+async def test_exit_without_shutdown_during_a_compile_kills_nvcc(tmp_path: Path) -> None:
+    """`exit` (no `shutdown`) while nvcc runs: the server ends at once with code 1, and nvcc
+    with it (the exit handler kills the child process groups and the render workers)."""
+    proj, config = served(tmp_path, nvcc_seconds=60)
+    client, _ = await _start_compile(proj, config)
+    server = client._server
+    assert server is not None
+    client.protocol.notify(lsp.EXIT, None)
+    assert await asyncio.wait_for(server.wait(), 10) == 1
+    for _ in range(100):
+        if not any(alive(pid) for pid in proj.pids()):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(alive(pid) for pid in proj.pids()), "nvcc outlived kls serve"
+    await client.stop()  # type: ignore[no-untyped-call]  # pygls leaves it untyped

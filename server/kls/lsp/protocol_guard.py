@@ -398,6 +398,7 @@ class GuardedProtocol(LanguageServerProtocol):
     @lsp_method(lsp.EXIT)
     def lsp_exit(self, *args: Any) -> Generator[Any, Any, None]:
         self.exit_code = 0 if self._shutdown else 1
+        stop_children()  # threads waiting on nvcc or a render worker return at once
         yield from super().lsp_exit(*args)
 
 
@@ -528,3 +529,12 @@ def _guarded(ls: LanguageServer) -> GuardedProtocol:
     if not isinstance(ls.protocol, GuardedProtocol):
         raise TypeError("kls: the server's protocol class must derive from GuardedProtocol")
     return ls.protocol
+
+
+def stop_children() -> None:
+    """Kill running nvcc process groups and render workers: nothing outlives the server."""
+    from kls.compile.run import kill_children
+    from kls.sandbox.workers import close_shared_workers
+
+    close_shared_workers()
+    kill_children()
