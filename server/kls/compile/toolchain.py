@@ -11,6 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from kls.cache_dir import cache_dir
 from kls.cutlass.ops import cutlass_version
 
 MIN_CUDA_MAJOR = 12
@@ -51,10 +52,13 @@ class Toolchain:
     cutlass_root: Path
     cutlass_version: str
     toolkit_root: Path | None = None  # the CUDA toolkit nvcc runs from (its TOP)
+    # Headers CUTLASS needs that this toolkit lacks (cuRAND, from the nvidia-curand wheel).
+    extra_include: Path | None = None
 
     def include_dirs(self) -> list[Path]:
         root = self.cutlass_root
-        return [root / "include", root / "tools" / "util" / "include"]
+        dirs = [root / "include", root / "tools" / "util" / "include"]
+        return dirs + ([self.extra_include] if self.extra_include is not None else [])
 
     def toolkit_headers(self) -> list[Path]:
         """The header folders of the CUDA toolkit nvcc runs from: trusted by nvcc's version,
@@ -103,7 +107,38 @@ def find_toolchain(nvcc_path: str = "nvcc", cutlass_include: str | None = None) 
             "CUTLASS headers not found: install nvidia-cutlass (pip install nvidia-cutlass) or "
             "set kls.cutlassInclude to a CUTLASS checkout",
         )
-    return Toolchain(nvcc, version, root, cutlass_version(), _toolkit_root(nvcc, mtime))
+    toolkit = _toolkit_root(nvcc, mtime)
+    return Toolchain(nvcc, version, root, cutlass_version(), toolkit, _missing_headers(toolkit))
+
+
+def _missing_headers(toolkit: Path | None) -> Path | None:
+    """A folder with the cuRAND headers when the toolkit has none (a trimmed CUDA install):
+    CUTLASS's `util/reference/device/tensor_fill.h`, which torch 2.11's GEMM template includes,
+    needs `curand_kernel.h`. The folder holds links to the nvidia-curand wheel's `curand*.h`
+    only, so no other header of the wheel can shadow the toolkit's."""
+    if toolkit is None or any(toolkit.glob("targets/*/include/curand_kernel.h")):
+        return None
+    if (toolkit / "include" / "curand_kernel.h").is_file():
+        return None
+    wheel = _curand_wheel_include()
+    if wheel is None:
+        return None
+    folder = cache_dir("cuda-headers", wheel.parent.name)
+    for header in sorted(wheel.glob("curand*.h")):
+        link = folder / header.name
+        if not link.is_symlink() or link.resolve() != header.resolve():
+            link.unlink(missing_ok=True)
+            link.symlink_to(header)
+    return folder
+
+
+def _curand_wheel_include() -> Path | None:
+    spec = importlib.util.find_spec("nvidia")
+    for base in (spec.submodule_search_locations or []) if spec else []:
+        for include in sorted(Path(base).glob("cu*/include"), reverse=True):
+            if (include / "curand_kernel.h").is_file():
+                return include
+    return None
 
 
 def _cutlass_root() -> Path | None:
