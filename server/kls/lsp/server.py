@@ -6,6 +6,10 @@ The state lives in `kls.lsp.state.KlsServer`; each feature module registers its 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from cattrs import Converter
+
 from kls.lsp import bench, compile, documents, lenses, navigation, preview
 from kls.lsp.protocol_guard import run_stdio, run_tcp
 from kls.lsp.state import KlsServer
@@ -13,8 +17,8 @@ from kls.lsp.state import KlsServer
 FEATURES = (documents, preview, navigation, lenses, compile, bench)
 
 
-def create_server() -> KlsServer:
-    server = KlsServer()
+def create_server(converter_factory: Callable[[], Converter] | None = None) -> KlsServer:
+    server = KlsServer(converter_factory)
     for feature in FEATURES:
         feature.register(server)
     return server

@@ -14,6 +14,20 @@ from kls.sandbox.workers import (
 )
 
 
+# Each setting's name in the client's "kls" section (package.json: `kls.<name>`).
+CLIENT_KEYS = {
+    "instances_file": "instancesFile",
+    "active_instance": "activeInstance",
+    "nvcc_path": "nvccPath",
+    "arch": "arch",
+    "compile_on_save": "compileOnSave",
+    "cutlass_include": "cutlassInclude",
+    "extra_roots": "extraRoots",
+    "render_timeout_s": "renderTimeout",
+    "render_memory_mb": "renderMemoryMB",
+}
+
+
 @dataclass
 class Settings:
     instances_file: str | None = None  # a kls.toml to use instead of the nearest one

@@ -1,0 +1,88 @@
+"""Client settings: what `workspace/configuration` may send and what kls makes of it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from kls.lsp.settings import Settings
+from kls.sandbox.workers import DEFAULT_MEMORY_MB, DEFAULT_SECONDS, shared_workers
+from tests.unit.harness import Harness
+
+
+def test_defaults_and_wrong_types() -> None:
+    assert Settings.from_client(None) == Settings()
+    assert Settings.from_client([1]) == Settings()
+    odd = Settings.from_client(
+        {
+            "instancesFile": 3,
+            "activeInstance": "",
+            "nvccPath": None,
+            "compileOnSave": "yes",
+            "extraRoots": ["a", "", 5],
+            "renderTimeout": True,
+            "renderMemoryMB": 10**9,
+        }
+    )
+    assert odd == Settings(extra_roots=("a",))
+    assert (odd.render_timeout_s, odd.render_memory_mb) == (DEFAULT_SECONDS, DEFAULT_MEMORY_MB)
+
+
+def test_values_are_read() -> None:
+    settings = Settings.from_client(
+        {
+            "instancesFile": "k.toml",
+            "activeInstance": "a",
+            "nvccPath": "/opt/nvcc",
+            "arch": "80",
+            "compileOnSave": False,
+            "cutlassInclude": "/c",
+            "extraRoots": ["/x"],
+            "renderTimeout": 2.5,
+            "renderMemoryMB": 512,
+        }
+    )
+    assert settings == Settings("k.toml", "a", "/opt/nvcc", "80", False, "/c", ("/x",), 2.5, 512)
+    assert settings.worker_limits().seconds == 2.5
+
+
+async def test_a_settings_change_reaches_the_render_workers(lsp_harness: Harness) -> None:
+    lsp_harness.configure(renderTimeout=3.0, renderMemoryMB=768)
+    for _ in range(100):
+        if lsp_harness.server.settings.render_timeout_s == 3.0:
+            break
+        await asyncio.sleep(0.005)
+    limits = shared_workers().limits
+    try:
+        assert (limits.seconds, limits.memory_mb) == (3.0, 768)
+    finally:
+        lsp_harness.configure()
+        await asyncio.sleep(0.02)
+    assert shared_workers().limits.seconds == DEFAULT_SECONDS
+
+
+async def test_changing_the_config_setting_reloads_configs(
+    lsp_harness: Harness, workspace: Path
+) -> None:
+    path = workspace / "softmax.cu.jinja"
+    uri = lsp_harness.open(path.as_uri(), path.read_text())
+    await lsp_harness.wait_diagnostics(uri, 1)
+    assert lsp_harness.server.configs
+    other = workspace / "other.toml"
+    other.write_text((workspace / "kls.toml").read_text())
+    lsp_harness.configure(instancesFile=str(other))
+    for _ in range(100):
+        if other in lsp_harness.server.configs:
+            break
+        await asyncio.sleep(0.01)
+    assert list(lsp_harness.server.configs) == [other]
+    lsp_harness.configure(instancesFile=str(other), nvccPath="/opt/nvcc")  # configs stay
+    await asyncio.sleep(0.02)
+    assert list(lsp_harness.server.configs) == [other]
+
+
+async def test_a_client_without_configuration_keeps_defaults() -> None:
+    harness = Harness()
+    await harness.initialize("neovim")
+    assert harness.server.settings == Settings()
+    await harness.close()
