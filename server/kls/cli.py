@@ -195,7 +195,28 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"{len(result.renders)} instance(s) rendered",
             file=sys.stderr,
         )
+        if not result.renders:
+            print(_static_only_note(list(args.paths)), file=sys.stderr)
     return EXIT_FINDINGS if result.errors else EXIT_OK
+
+
+def _static_only_note(paths: list[Path]) -> str:
+    """Why nothing rendered: say that only the static checks ran, and how to declare one."""
+    folders = [p if p.is_dir() else p.parent for p in paths]
+    if not any(find_config(f) for f in folders):
+        where = ", ".join(str(f) for f in folders)
+        return (
+            f"kls: only the static checks ran: no kls.toml at or above {where}, so no instance "
+            "was rendered (render-time checks, the C contract and nvcc need one). Declare one "
+            "in kls.toml:\n"
+            '  [instances.add_f32]\n  template = "add.cu.jinja"\n  profile = "torch-2.11"\n'
+            '  tensors.A = { shape = [1024], dtype = "fp32" }   # one line per buffer\n'
+            "or run `kls init` in an empty folder for a working example (README: Quick start)"
+        )
+    return (
+        "kls: only the static checks ran: kls.toml declares no instance of these templates "
+        "(add [instances.NAME] with template = ... and its tensors)"
+    )
 
 
 def _order(f: Finding) -> tuple[str, int, int, str]:

@@ -52,3 +52,56 @@ def lookup_dtype(name: str) -> DType | None:
 
 def known_dtype_names() -> list[str]:
     return sorted(set(DTYPES) | set(ALIASES))
+
+
+def dtype_choices() -> str:
+    """The names a kls.toml may use, canonical first with their short aliases."""
+    short = {canon: sorted(a for a, c in ALIASES.items() if c == canon) for canon in DTYPES}
+    return ", ".join(
+        f"{name} ({'/'.join(short[name])})" if short[name] else name for name in DTYPES
+    )
+
+
+def suggest_dtype(word: str) -> str:
+    """` (did you mean 'bf16'?)` by meaning as well as spelling: a prefix of a name
+    ('bfloat' -> bfloat16), a known spelling of a type ('bfloat16_t', 'nv_bfloat16',
+    'torch.float16', 'cutlass::half_t'), else the closest spelling."""
+    import difflib
+
+    key = word.strip().lower()
+    for junk in ("torch.", "cutlass::", "nv_", "__nv_", "std::"):
+        key = key.removeprefix(junk)
+    key = key.removesuffix("_t")
+    meaning = {d.cpp.lower(): d.name for d in DTYPES.values()}
+    meaning.update(
+        {
+            d.cutlass.lower().removeprefix("cutlass::").removesuffix("_t"): d.name
+            for d in DTYPES.values()
+        }
+    )
+    meaning.update(
+        {
+            "bfloat": "bfloat16",
+            "brain": "bfloat16",
+            "bf": "bfloat16",
+            "fp": "float32",
+            "single": "float32",
+            "int": "int32",
+            "long": "int64",
+            "char": "int8",
+            "byte": "uint8",
+            "fp8_e4m3": "float8_e4m3fn",
+        }
+    )
+    found = lookup_dtype(key)
+    canon = found.name if found is not None else meaning.get(key)
+    if canon is None:
+        prefixed = [n for n in DTYPES if n.startswith(key) and len(key) >= 3]
+        canon = prefixed[0] if len(prefixed) == 1 else None
+    if canon is None:
+        close = difflib.get_close_matches(key, known_dtype_names(), n=1, cutoff=0.6)
+        canon = (lookup_dtype(close[0]) or DTYPES["float32"]).name if close else None
+    if canon is None:
+        return ""
+    alias = [a for a, c in ALIASES.items() if c == canon]
+    return f" (did you mean '{alias[0] if alias else canon}'?)"

@@ -127,7 +127,11 @@ class _Renderer:
         loader = ConfinedFileSystemLoader(instance.template.parent, roots)
         self.env = KlsEnvironment(loader, self.start + limits.seconds, mark)
         self.recorder = Recorder()
-        self.kernel = Kernel(instance.kernel_name, self.recorder)
+        self.kernel = Kernel(
+            instance.kernel_name,
+            self.recorder,
+            profile(instance.profile).reserved_c_names(instance.kind),
+        )
         self.text_to_path: dict[str, str] = {}
         self.compiled: dict[str, jinja2.Template] = {}
         self.files: list[str] = []

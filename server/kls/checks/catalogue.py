@@ -85,6 +85,14 @@ RULES: dict[str, Rule] = {
             "KT402", "workspace-query-order", _E, "null check or launch before the workspace query"
         ),
         Rule("KT403", "no-workspace-query", _W, "the entry never answers the workspace-size query"),
+        Rule(
+            "KT404",
+            "globals-missing",
+            _E,
+            "the rendered code uses PT_EXPORT/CUTLASS_CHECK but never defines them: "
+            "{{template.globals().getvalue()}} is missing",
+        ),
+        Rule("KT405", "doubled-pt-export", _W, "PT_EXPORT written twice before the entry"),
         Rule("KT501", "cuda-syntax", _E, "the rendered CUDA does not parse"),
         Rule("KT601", "nvcc-error", _E, "nvcc reported an error"),
         Rule("KT602", "nvcc-warning", _W, "nvcc reported a warning on a template line"),

@@ -20,6 +20,12 @@ WORKSPACE_QUERY = re.compile(r"if\s*\(\s*(workspace_size\s*(!=\s*(nullptr|NULL|0
 NULL_CHECK = re.compile(r"if\s*\(\s*!\s*\w+\s*\)|throw std::runtime_error\(\"input ")
 BRACES = re.compile(r"[{}]")
 LAUNCH = re.compile(r"<<<|\bgemm_op\s*\(\s*stream|\.initialize\s*\(|\.run\s*\(|cudaLaunchKernel")
+DOUBLED_EXPORT = re.compile(r"\bPT_EXPORT\s+PT_EXPORT\b")
+# Macros template.globals() defines that rendered code commonly uses.
+GLOBALS_MACROS = ("PT_EXPORT", "CUTLASS_CHECK")
+C_KEYWORDS = frozenset(
+    {"return", "case", "goto", "else", "delete", "throw", "typedef", "using", "new", "sizeof"}
+)
 
 
 @dataclass
@@ -45,7 +51,10 @@ def render_findings(result: RenderResult, models: Models) -> list[Finding]:
     out = [_from_runtime(f, result, models) for f in result.findings]
     if result.ok:
         out.extend(_unused_buffers(result, models))
+        out.extend(_globals_missing(result, models))
+        out.extend(_doubled_export(result, models))
         out.extend(_contract(result, models))
+        out.extend(_redeclared_params(result, models))
     return [
         Finding(f.code, f.severity, f.range, f.message, f.path, name, f.source, f.related)
         for f in out
@@ -148,6 +157,18 @@ def _contract(result: RenderResult, models: Models) -> Iterator[Finding]:
     path, rng = _def_kernel_site(result, models)
     signature = kernel.signature_text()
     at = text.find(signature)
+    bare = kernel.call_signature()
+    if at < 0 and bare and text.find(bare) >= 0:
+        yield _at_rendered_offset(
+            result,
+            models,
+            text.find(bare),
+            "KT401",
+            "the entry is not PT_EXPORT: the library is built with -fvisibility=hidden, so "
+            "Inductor (and kls bench) could not find it; in this profile def_kernel returns "
+            "the signature without PT_EXPORT: write `PT_EXPORT {{kernel.def_kernel(...)}}`",
+        )
+        return
     if at < 0 or 'extern "C"' not in text[:at]:
         where = "is never emitted" if at < 0 else 'is not inside extern "C"'
         yield Finding(
@@ -226,3 +247,94 @@ def finding_at_origin(
         message,
         path=path,
     )
+
+
+def _first_use(text: str, name: str) -> int | None:
+    """The offset of the first use of macro `name` outside its own #define line."""
+    for m in re.finditer(rf"\b{name}\b", text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if not re.match(rf"\s*#\s*(define|undef|ifdef|ifndef)\s+{name}\b", text[line_start:]):
+            return m.start()
+    return None
+
+
+def _globals_missing(result: RenderResult, models: Models) -> Iterator[Finding]:
+    """PT_EXPORT (or CUTLASS_CHECK) used but never defined: {{template.globals()}} missing."""
+    text = result.text or ""
+    for name in GLOBALS_MACROS:
+        use = _first_use(text, name)
+        if use is None or re.search(rf"#\s*define\s+{name}\b", text):
+            continue
+        what = "(def_kernel's signature prints it) " if name == "PT_EXPORT" else ""
+        yield _at_rendered_offset(
+            result,
+            models,
+            use,
+            "KT404",
+            f'{name} is used here {what}but nothing defines it, so nvcc will fail with "this '
+            'declaration has no storage class or type specifier"; template.globals() defines '
+            f"it: add {{{{template.globals().getvalue()}}}} near the top, after "
+            "{{template.header().getvalue()}}",
+        )
+
+
+def _doubled_export(result: RenderResult, models: Models) -> Iterator[Finding]:
+    text = result.text or ""
+    m = DOUBLED_EXPORT.search(text)
+    if m is None:
+        return
+    why = (
+        "def_kernel's signature already starts with PT_EXPORT in this profile: remove the one "
+        "written before {{kernel.def_kernel(...)}}"
+        if result.instance.profile == "inductor-2023"
+        else "write it once"
+    )
+    yield _at_rendered_offset(
+        result, models, m.start(), "KT405", f"PT_EXPORT is written twice; {why}"
+    )
+
+
+def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding]:
+    """A C parameter the entry's body declares again at its outermost level (a redefinition
+    nvcc rejects): the names this instance's rendered code really declares."""
+    kernel, text = result.kernel, result.text or ""
+    if kernel is None or not kernel.def_kernel_calls:
+        return
+    at = text.find(kernel.call_signature())
+    body = _function_body(text, at + len(kernel.call_signature())) if at >= 0 else None
+    if body is None:
+        return
+    start, end = body
+    outer = _outermost(text, start + 1, end)
+    for param in kernel.params():
+        decl = re.compile(
+            rf"(?<![\w.>:])([A-Za-z_][\w:]*(?:<[^;{{}}()]*>)?)[\s*&]+(?:const\s+)?[*&]*\s*"
+            rf"{re.escape(param.name)}\s*(?:=|;|\[|\{{|\()"
+        )
+        for m in decl.finditer(outer):
+            if m.group(1) in C_KEYWORDS:
+                continue
+            yield _at_rendered_offset(
+                result,
+                models,
+                start + 1 + m.start(),
+                "KT208",
+                f"the entry's body declares '{param.name}' again, but '{param.name}' is already "
+                "a parameter of the signature (def_kernel's names_str); rename one of them",
+            )
+            break
+
+
+def _outermost(text: str, start: int, end: int) -> str:
+    """text[start:end] with every nested {...} blanked to spaces (offsets kept)."""
+    out = list(text[start:end])
+    depth = 0
+    for i, ch in enumerate(out):
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            continue
+        if depth > 0 and ch != "\n":
+            out[i] = " "
+    return "".join(out)

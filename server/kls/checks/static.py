@@ -8,6 +8,7 @@ from kls.checks.catalogue import rule
 from kls.checks.signatures import BUFFER_HELPERS, HelperSig, helpers, with_params
 from kls.findings import Finding
 from kls.positions import Range
+from kls.runtime.kernel import NEEDS_DEF_KERNEL
 from kls.runtime.profiles import DEFAULT, PROFILES
 from kls.suggest import did_you_mean
 from kls.template.model import Argument, HelperCall, NameRef, TemplateModel
@@ -47,7 +48,27 @@ def _profile_findings(
         yield from _helper_findings(call, path, profile)
     reserved = PROFILES[profile or DEFAULT].reserved_c_names(kind or "cuda")
     for call in model.calls_to("kernel", "def_kernel"):
-        yield from _def_kernel_findings(model, call, path, reserved)
+        yield from _def_kernel_findings(model, call, path, reserved, instanced=kind is not None)
+    yield from _before_def_kernel(model, path)
+
+
+def _before_def_kernel(model: TemplateModel, path: str) -> Iterator[Finding]:
+    """KT211 without an instance: a helper that needs the C names, written above the template's
+    own def_kernel call (a macro may be defined above and called below: skip files with one)."""
+    defs = model.calls_to("kernel", "def_kernel")
+    if not defs or any(s.tag == "macro" for s in model.statements):
+        return
+    first = min(c.range.start for c in defs)
+    for call in model.calls:
+        if call.owner == "kernel" and call.helper in NEEDS_DEF_KERNEL and call.range.start < first:
+            yield finding(
+                "KT211",
+                call.range,
+                f"kernel.{call.helper} is called above def_kernel (line {first.line + 1}), when "
+                "no buffer has a C name yet (Inductor returns nothing useful here); move it "
+                "below the def_kernel call",
+                path,
+            )
 
 
 def _helper_findings(call: HelperCall, path: str, profile: str | None) -> Iterator[Finding]:
@@ -123,7 +144,11 @@ def _arity_findings(call: HelperCall, path: str, sig: HelperSig) -> Iterator[Fin
 
 
 def _def_kernel_findings(
-    model: TemplateModel, call: HelperCall, path: str, reserved: frozenset[str]
+    model: TemplateModel,
+    call: HelperCall,
+    path: str,
+    reserved: frozenset[str],
+    instanced: bool = False,
 ) -> Iterator[Finding]:
     inputs_arg, outputs_arg = call.arg(0, "inputs"), call.arg(1, "outputs")
     names_arg, reorder_arg = call.arg(2, "names_str"), call.arg(3, "input_reorder")
@@ -142,7 +167,9 @@ def _def_kernel_findings(
                 "buffer, inputs first, then outputs",
                 path,
             )
-        yield from _undeclared_uses(model, call, {b.name for b in buffers if b.name}, path)
+        yield from _undeclared_uses(
+            model, call, {b.name for b in buffers if b.name}, path, instanced
+        )
     if names is not None and names_arg is not None:
         yield from _bad_names(model, names, names_arg, path, reserved)
     if inputs is not None and reorder_arg is not None:
@@ -230,8 +257,17 @@ def _reorder(arg: Argument, n_inputs: int, path: str) -> Iterator[Finding]:
 
 
 def _undeclared_uses(
-    model: TemplateModel, def_call: HelperCall, declared: set[str], path: str
+    model: TemplateModel,
+    def_call: HelperCall,
+    declared: set[str],
+    path: str,
+    instanced: bool = False,
 ) -> Iterator[Finding]:
+    used = _buffer_uses(model, def_call)
+    # A declared name no helper uses that is spelled like a used, undeclared one is a typo in
+    # def_kernel's list; each instance's render reports it once, at its own token, as undefined
+    # (KT102 with "did you mean"): no follow-on KT204 at every use of the right name.
+    unused = sorted(declared - used)
     for call in model.calls:
         if call.owner != "kernel" or call.helper not in BUFFER_HELPERS or call is def_call:
             continue
@@ -241,6 +277,8 @@ def _undeclared_uses(
             continue
         if ref.name in {"kernel", "template"}:
             continue
+        if instanced and did_you_mean(ref.name, unused):
+            continue
         yield finding(
             "KT204",
             ref.range,
@@ -248,3 +286,15 @@ def _undeclared_uses(
             f"{'nullptr' if call.helper == 'ptr' else 'nothing'} (Inductor does this silently)",
             path,
         )
+
+
+def _buffer_uses(model: TemplateModel, def_call: HelperCall) -> set[str]:
+    names: set[str] = set()
+    for call in model.calls:
+        if call.owner != "kernel" or call.helper not in BUFFER_HELPERS or call is def_call:
+            continue
+        node = call.arg(0, "node")
+        ref = node.name_ref() if node else None
+        if ref is not None and ref.name is not None:
+            names.add(ref.name)
+    return names

@@ -19,7 +19,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from kls.dtypes import known_dtype_names, lookup_dtype
+from kls.arch import arch_problem
+from kls.dtypes import dtype_choices, lookup_dtype, suggest_dtype
 from kls.findings import Finding, Severity
 from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
 from kls.instances.locate import TomlLocator
@@ -321,6 +322,7 @@ class _Reader:
             lambda: self.profile(where("profile"), raw.get("profile", PROFILES[0])),
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
+            lambda: self.arch(where("arch"), raw.get("arch", "90a")),
             lambda: self.choice(
                 where("reference"), raw.get("reference", _default_reference(raw)), REFERENCES
             ),
@@ -449,6 +451,14 @@ class _Reader:
         self.error(keys, "KT002", f"'{keys[-1]}' is '{value}'{hint}; expected one of {options}")
         return False
 
+    def arch(self, keys: tuple[str, ...], value: str | int) -> bool:
+        """The compute capability nvcc is given (`-gencode arch=compute_X`): checked here, on
+        its own line, so a typo is not first reported by nvcc at "template 1:1"."""
+        problem = arch_problem(str(value))
+        if problem is not None:
+            self.error(keys, "KT002", problem)
+        return problem is None
+
     def profile(self, keys: tuple[str, ...], value: str) -> bool:
         new = RENAMED_PROFILES.get(value)
         if new is None:
@@ -504,11 +514,12 @@ class _Reader:
         dtype_name = raw.get("dtype")
         dtype = lookup_dtype(dtype_name) if isinstance(dtype_name, str) else None
         if dtype is None:
-            hint = did_you_mean(str(dtype_name), known_dtype_names())
+            hint = suggest_dtype(str(dtype_name))
             self.error(
                 at + ("dtype",),
                 "KT002",
-                f"tensor '{name}' has unknown dtype '{dtype_name}'{hint}",
+                f"tensor '{name}' has unknown dtype '{dtype_name}'{hint}; valid dtypes: "
+                f"{dtype_choices()}",
             )
             return None
         stride = self.stride(at, name, tuple(shape), raw)

@@ -11,12 +11,18 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import jinja2
+
 from kls.findings import Severity
 from kls.runtime.buffers import Buffer
 from kls.runtime.record import CallRecord, Recorder
 
 EXTRA_CPP_ARGS = "size_t* workspace_size, uint8_t* workspace, cudaStream_t stream"
-# Names the templates' C code declares itself; a buffer named like one breaks the build.
+# The parameters def_kernel's signature adds after the buffers: no buffer may take these names.
+SIGNATURE_C_NAMES = frozenset({"workspace_size", "workspace", "stream"})
+# Names the GEMM templates' C code declares itself (plus the signature's); a buffer named like
+# one breaks the build. A plain CUDA kernel's own declarations are found in its rendered text
+# (kls.checks.rendered), not assumed.
 RESERVED_C_NAMES = frozenset(
     {
         "M",
@@ -56,6 +62,18 @@ class CParam:
         )
 
 
+def undefined_buffer(
+    recorder: Recorder, rec: CallRecord, inputs: list[Any], outputs: list[Any]
+) -> None:
+    """A name in def_kernel's lists that the instance does not define (a typo: `[Lhs, Rsh]`)
+    stops the render as KT102 at that name's token, before any follow-on finding."""
+    for arg, nodes in ((0, inputs), (1, outputs)):
+        for node in nodes:
+            if isinstance(node, jinja2.Undefined):
+                name = getattr(node, "_undefined_name", None) or "?"
+                raise recorder.abort("KT102", f"'{name}' is undefined", rec, arg)
+
+
 def _normalize(index: int, total: int) -> int:
     return index if index >= 0 else index + total
 
@@ -79,9 +97,12 @@ class Kernel:
         }
     )
 
-    def __init__(self, name: str, recorder: Recorder) -> None:
+    def __init__(
+        self, name: str, recorder: Recorder, reserved: frozenset[str] = RESERVED_C_NAMES
+    ) -> None:
         self.kernel_name = name
         self.recorder = recorder
+        self.reserved = reserved  # C names a parameter must not take (profile and kind)
         self.input_buffers: dict[str, str] = {}  # buffer name -> C parameter name
         self.output_buffers: dict[str, str] = {}
         self.input_ctypes: dict[str, str] = {}
@@ -111,6 +132,7 @@ class Kernel:
         self.def_kernel_calls.append(rec)
         names = [x.strip() for x in str(names_str).strip().split(",")]
         inputs, outputs = list(inputs), list(outputs)
+        undefined_buffer(self.recorder, rec, inputs, outputs)
         if len(inputs) + len(outputs) != len(names):
             raise self.recorder.abort(
                 "KT201",
@@ -171,12 +193,12 @@ class Kernel:
             self.recorder.add(
                 "KT207", Severity.ERROR, f"'{name}' is not a valid C identifier", rec, 2
             )
-        elif name in RESERVED_C_NAMES:
+        elif name in self.reserved:
             self.recorder.add(
                 "KT208",
                 Severity.ERROR,
-                f"parameter name '{name}' collides with a name the template's C code declares; "
-                "rename it in names_str",
+                f"parameter name '{name}' collides with a name the signature or the template's "
+                "C code declares; rename it in names_str",
                 rec,
                 2,
             )

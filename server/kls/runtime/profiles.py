@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kls.instances.schema import RENAMED_PROFILES
-from kls.runtime.kernel import RESERVED_C_NAMES, Kernel
+from kls.runtime.kernel import RESERVED_C_NAMES, SIGNATURE_C_NAMES, Kernel
 from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
 from kls.runtime.torch211 import (
     Torch211GemmTemplate,
@@ -73,7 +73,9 @@ class Profile:
         signature declares them)."""
         if self.name == "torch-2.11":
             return reserved_c_names(kind == "cutlass_gemm")
-        return RESERVED_C_NAMES
+        # A GEMM's C code (the 2023 templates) declares M, N, K, B, lda.., arguments, ...; a
+        # plain CUDA kernel declares only what its own text declares (checked once rendered).
+        return RESERVED_C_NAMES if kind == "cutlass_gemm" else SIGNATURE_C_NAMES
 
     def context_names(self, kind: str) -> frozenset[str]:
         return self.context.get(kind, frozenset())

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from kls.findings import Severity
 from kls.runtime.buffers import Buffer
-from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel
+from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, undefined_buffer
 from kls.runtime.record import CallRecord, Recorder
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.
@@ -296,6 +296,7 @@ class Torch211Kernel(Kernel):
         self.def_kernel_calls.append(rec)
         names = [x.strip() for x in str(names_str).strip().split(",")]
         inputs, outputs = list(inputs), list(outputs)
+        undefined_buffer(self.recorder, rec, inputs, outputs)
         if len(inputs) + len(outputs) != len(names):
             raise self.recorder.abort(
                 "KT201",
