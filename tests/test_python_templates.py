@@ -9,17 +9,23 @@ line continuations, the opening quote's column. tests/data/inductor/gemm_templat
 from __future__ import annotations
 
 import ast
+import asyncio
 import shutil
 import subprocess
 import sys
 import textwrap
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_lsp
+from lsprotocol import types as lsp
+from pytest_lsp import LanguageClient, client_capabilities
 
 from kls.checks.run import check_file, check_paths
 from kls.compile.diagnostics import NvccMessage, map_messages
 from kls.instances import load_instances
+from kls.lsp.protocol import PREVIEW_COMMAND
 from kls.positions import Position, Range
 from kls.render import render
 from kls.template.pysource import PyConstant, PyProblem, python_constants
@@ -30,6 +36,7 @@ from kls.template.source import (
     source_map_to_file,
 )
 from tests.conftest import TEMPLATES
+from tests.lsp_helpers import SERVER, change_doc, initialize
 
 DATA = Path(__file__).parent / "data" / "inductor"
 GEMM_PY = DATA / "gemm_template.py"
@@ -382,3 +389,106 @@ def test_python_file_is_never_run(tmp_path: Path) -> None:
     assert not {c for c in codes if c < "KT200"}, codes  # read and rendered
     assert load_instances(config).instances
     assert not marker.exists()
+
+
+# --- the language server on the Python file -------------------------------------------------------
+
+
+@pytest_lsp.fixture(config=SERVER)
+async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
+    published: list[lsp.PublishDiagnosticsParams] = []
+    lsp_client.published = published  # type: ignore[attr-defined]
+    lsp_client.protocol.fm.features[lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS] = published.append
+    await initialize(lsp_client, client_capabilities("visual-studio-code"))
+    yield
+    await lsp_client.shutdown_session()
+
+
+async def published_for(client: LanguageClient, uri: str, version: int) -> list[lsp.Diagnostic]:
+    log: list[lsp.PublishDiagnosticsParams] = client.published  # type: ignore[attr-defined]
+    for _ in range(400):
+        for params in log:
+            if params.uri == uri and params.version == version:
+                return list(params.diagnostics)
+        await asyncio.wait_for(
+            client.wait_for_notification(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS), 60
+        )
+    raise AssertionError("no diagnostics")
+
+
+def _lsp(p: Position) -> lsp.Position:
+    return lsp.Position(line=p.line, character=p.column)
+
+
+@pytest.mark.asyncio
+async def test_language_server_in_a_python_file(client: LanguageClient, planted: Path) -> None:
+    text = planted.read_text()
+    uri = planted.as_uri()
+    client.text_document_did_open(
+        lsp.DidOpenTextDocumentParams(
+            text_document=lsp.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)
+        )
+    )
+    diagnostics = await published_for(client, uri, 1)
+    starts = {(d.code, d.range.start.line, d.range.start.character) for d in diagnostics}
+    p = where(text, "batch_strid")
+    assert ("KT305", p.line, p.column) in starts
+    p = where(text, "7)")
+    assert ("KT302", p.line, p.column) in starts
+    constants = [c for c in python_constants(text).constants.values() if isinstance(c, PyConstant)]
+    for d in diagnostics:  # only inside the template strings
+        start = Position(d.range.start.line, d.range.start.character)
+        assert any(c.from_file(start) is not None for c in constants), d
+
+    # hover on a helper inside GEMM_ARGS_CUTLASS_3X: its rendering, its range in the .py
+    at = where(text, "gemm_mode()}}")  # before the planted KT305, which stops the render
+    hover = await client.text_document_hover_async(
+        lsp.HoverParams(lsp.TextDocumentIdentifier(uri), _lsp(at))
+    )
+    assert hover is not None and hover.range is not None
+    assert hover.range.start.line == at.line and hover.range.start.character <= at.column
+    assert "Renders to (instance `sm90_bf16`)" in str(hover.contents)
+    assert "GemmUniversalMode::kGemm" in str(hover.contents)
+    # ... and nothing on Python code, which belongs to the Python extension
+    outside = where(text, "class CUTLASSGemmTemplate")
+    assert (
+        await client.text_document_hover_async(
+            lsp.HoverParams(lsp.TextDocumentIdentifier(uri), _lsp(outside))
+        )
+        is None
+    )
+
+    # completion after `kernel.` inside a constant (editor text with the dot just typed)
+    typed = text.replace("    {{template.gemm_mode()}},", "    {{kernel.}}", 1)
+    change_doc(client, uri, 2, typed)
+    dot = where(typed, "{{kernel.}}")
+    items = await client.text_document_completion_async(
+        lsp.CompletionParams(
+            lsp.TextDocumentIdentifier(uri), lsp.Position(line=dot.line, character=dot.column + 9)
+        )
+    )
+    labels = {i.label for i in (items.items if isinstance(items, lsp.CompletionList) else items)}
+    assert {"batch_stride", "ptr", "stride"} <= labels
+    change_doc(client, uri, 3, text)
+
+    # go to definition of `argument_template` in the main template: GEMM_ARGS_CUTLASS_3X
+    use = where(text, "render_gemm_arguments(argument_template")
+    use = Position(use.line, use.column + len("render_gemm_arguments("))
+    found = await client.text_document_definition_async(
+        lsp.DefinitionParams(lsp.TextDocumentIdentifier(uri), _lsp(use))
+    )
+    assert isinstance(found, lsp.Location) and found.uri == uri
+    opening = 'GEMM_ARGS_CUTLASS_3X = r"""'
+    assert found.range.start == _lsp(Position(where(text, opening).line, len(opening)))
+
+    # code lenses above the two main templates; Preview renders the instance
+    lenses = await client.text_document_code_lens_async(
+        lsp.CodeLensParams(lsp.TextDocumentIdentifier(uri))
+    )
+    titles = {(lens.range.start.line, lens.command.title) for lens in lenses if lens.command}
+    assert (where(text, "GEMM_TEMPLATE_CUTLASS_3X = r").line, "Preview (sm90_bf16)") in titles
+    assert (where(text, "GEMM_TEMPLATE_CUTLASS_2X = r").line, "Preview (sm80_bf16)") in titles
+    answer = await client.workspace_execute_command_async(
+        lsp.ExecuteCommandParams(command=PREVIEW_COMMAND, arguments=[uri, "sm80_bf16"])
+    )
+    assert answer["instance"] == "sm80_bf16"

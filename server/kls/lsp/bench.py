@@ -22,6 +22,7 @@ from kls.lsp.protocol import BENCHMARK_COMMAND, BenchmarkAnswer, uri_argument
 from kls.lsp.state import KlsServer
 from kls.positions import Range
 from kls.template.model import parse_template
+from kls.template.source import is_python_file
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
 
@@ -76,8 +77,8 @@ def bench_view(ls: KlsServer, uri: str) -> BenchView | None:
 
 def bench_findings(ls: KlsServer, uri: str) -> list[Finding]:
     view = bench_view(ls, uri)
-    if view is None or uri not in ls.docs:
-        return []
+    if view is None or uri not in ls.docs or is_python_file(ls.path(uri)):
+        return []  # (a Python file is no template: its constants are, kls.lsp.python_documents)
     calls = parse_template(ls.text(uri)).calls_to("kernel", "def_kernel")
     if not calls:
         return []

@@ -24,6 +24,7 @@ from kls.lsp.protocol import (
     uri_argument,
 )
 from kls.lsp.state import KlsServer
+from kls.template.source import python_file
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
 JOB_KINDS: tuple[JobKind, ...] = ("compile", "bench")
@@ -70,7 +71,7 @@ def set_nvcc_findings(ls: KlsServer, spec: InstanceSpec, findings: list[Finding]
     """Replace the nvcc findings of every file the instance reads (and of any file nvcc
     blamed), and publish them."""
     files = {
-        str(p.resolve())
+        str(python_file(p).resolve())  # a template in a Python constant: that file
         for p in (spec.template, spec.argument_template, spec.epilogue_template)
         if p is not None
     }

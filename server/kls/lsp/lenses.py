@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
+from kls.lsp import python_documents
 from kls.lsp.bench import BenchView, bench_view
 from kls.lsp.convert import to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
@@ -57,6 +58,8 @@ def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.
 
 async def on_code_lens(ls: KlsServer, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
     uri = params.text_document.uri
+    if python_documents.handles(ls, uri):  # templates in a Python file's string constants
+        return await python_documents.code_lenses(ls, params)
     model = await ls.model(uri)
     spec = ls.active_instance(ls.path(uri))
     return code_lenses(model, uri, spec.name if spec else None)
@@ -70,7 +73,7 @@ def on_code_lens_resolve(ls: KlsServer, lens: lsp.CodeLens) -> lsp.CodeLens:
 
 async def on_inlay_hints(ls: KlsServer, params: lsp.InlayHintParams) -> list[lsp.InlayHint]:
     uri = params.text_document.uri
-    if uri not in ls.docs:
+    if uri not in ls.docs or python_documents.handles(ls, uri):
         return []
     view = bench_view(ls, uri)
     return bench_inlay_hints(await ls.model(uri), view)

@@ -10,6 +10,7 @@ from lsprotocol import types as lsp
 
 from kls.checks.signatures import BUFFER_HELPERS, helper_sig, helpers_of
 from kls.instances import InstanceSpec
+from kls.lsp import python_documents
 from kls.lsp.convert import from_lsp_position, to_lsp_range
 from kls.lsp.state import KlsServer
 from kls.positions import Position, Range
@@ -178,6 +179,8 @@ def _symbol(name: str, kind: lsp.SymbolKind, rng: Range, sel: Range | None) -> l
 
 async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     uri = params.text_document.uri
+    if python_documents.handles(ls, uri):  # templates in a Python file's string constants
+        return await python_documents.hover(ls, params)
     model = await ls.model(uri)
     result = await ls.active_render(uri)
     return hover(model, from_lsp_position(params.position), result, ls.path(uri))
@@ -185,6 +188,8 @@ async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
 
 async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
     uri = params.text_document.uri
+    if python_documents.handles(ls, uri):
+        return await python_documents.completion(ls, params)
     text = ls.text(uri)
     model = await ls.model(uri)
     lines = text.split("\n")
@@ -197,14 +202,20 @@ async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.Comp
 
 async def on_definition(ls: KlsServer, params: lsp.DefinitionParams) -> lsp.Location | None:
     uri = params.text_document.uri
+    if python_documents.handles(ls, uri):
+        return await python_documents.definition(ls, params)
     model = await ls.model(uri)
     path = ls.path(uri)
-    return definition(model, from_lsp_position(params.position), path, ls.active_instance(path))
+    found = definition(model, from_lsp_position(params.position), path, ls.active_instance(path))
+    # a sub-template may be a Python file's constant: its place in that file
+    return python_documents.location_to_file(ls, found) if found is not None else None
 
 
 async def on_symbols(ls: KlsServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
     if params.text_document.uri not in ls.docs:
         return []
+    if python_documents.handles(ls, params.text_document.uri):
+        return await python_documents.symbols(ls, params)
     return symbols(await ls.model(params.text_document.uri))
 
 
