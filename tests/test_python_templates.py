@@ -36,7 +36,11 @@ from kls.template.source import (
     source_map_to_file,
 )
 from tests.conftest import TEMPLATES
-from tests.lsp_helpers import SERVER, change_doc, initialize
+
+try:  # the end-to-end helpers' home after the tests/e2e reorganisation
+    from tests.e2e.helpers import SERVER, change_doc, initialize
+except ImportError:  # pragma: no cover
+    from tests.lsp_helpers import SERVER, change_doc, initialize
 
 DATA = Path(__file__).parent / "data" / "inductor"
 GEMM_PY = DATA / "gemm_template.py"
