@@ -3,6 +3,8 @@ from nothing to a verified kernel: each wall the issue names, as a test."""
 
 from __future__ import annotations
 
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -187,3 +189,89 @@ def test_kt211_not_for_a_macro_defined_above_def_kernel(tmp_path: Path) -> None:
     path = tmp_path / "t.cu.jinja"
     path.write_text(text, encoding="utf-8")
     assert "KT211" not in codes(check_file(path).findings)
+
+
+# -- 6 and 10: nvcc's detail lines; kls check --compile ------------------------------------------
+# bf16 * double is ambiguous for nvcc (two operator* candidates); float * double is fine: a type
+# error that only the bf16 instance has, which no check of the template or its render sees.
+TYPED = variant(
+    "const float* a, const float* b, float* c",
+    "const {{kernel.dtype(A)}}* a, const {{kernel.dtype(B)}}* b, {{kernel.dtype(C)}}* c",
+).replace("c[i] = a[i] + b[i];", "c[i] = a[i] * 2.0 + b[i];")
+TWO_DTYPES = f"""\
+[instances.add_f32]
+template = "t.cu.jinja"
+{ADD_TENSORS}
+[instances.add_bf16]
+template = "t.cu.jinja"
+{ADD_TENSORS.replace('"fp32"', '"bf16"')}
+"""
+
+
+def test_nvcc_detail_lines_are_kept_in_the_message(ws: Workspace) -> None:
+    from kls.compile.diagnostics import map_messages, parse_nvcc
+    from kls.render import render
+
+    ws.write("t.cu.jinja", TYPED)
+    rendered = render(ws.config(TWO_DTYPES).instances["add_bf16"])
+    line = (rendered.text or "").split("\n").index("  if (i < n) c[i] = a[i] * 2.0 + b[i];")
+    log = (
+        f'/c/kernel.cu({line + 1}): error: more than one operator "*" matches these operands:\n'
+        '            built-in operator "arithmetic * arithmetic"\n'
+        "            operand types are: const bfloat16 * double\n"
+        "    if (i < n) c[i] = a[i] * 2.0 + b[i];\n"
+        "                           ^\n"
+        f'/c/kernel.cu({line + 2}): error: no instance of overloaded function "max" matches\n'
+        "            argument types are: (const float *, int)\n"
+    )
+    first, second = map_messages(parse_nvcc(log), Path("/c/kernel.cu"), rendered)
+    assert first.message == (
+        'nvcc: more than one operator "*" matches these operands '
+        "(operand types are: const bfloat16 * double)"
+    )
+    assert first.range.start.line == TYPED.split("\n").index(
+        "  if (i < n) c[i] = a[i] * 2.0 + b[i];"
+    )
+    assert second.message.endswith("(argument types are: (const float *, int))")
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_check_compile_fails_on_the_bf16_only_type_error(
+    ws: Workspace, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KLS_CACHE_DIR", str(ws.root / "cache"))
+    ws.write("t.cu.jinja", TYPED)
+    ws.config(TWO_DTYPES)
+    assert main(["check", str(ws.root)]) == 0  # every check that reads the template passes
+    capsys.readouterr()
+    assert main(["check", "--compile", str(ws.root)]) == 1
+    out, err = capsys.readouterr()
+    assert "KT601" in out and "[add_bf16]" in out and "operand types are" in out
+    assert "[add_f32]" not in out
+    assert "1/2 compiled by nvcc" in err
+
+
+def test_compile_all_runs_in_parallel_within_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+    import time
+
+    from kls.checks import compiled
+    from kls.compile import CompileResult
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def fake(spec: object, options: object) -> CompileResult:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        return CompileResult(str(spec), "check", ok=True)
+
+    monkeypatch.setattr(compiled, "compile_instance", fake)
+    results = compiled.compile_all([f"i{n}" for n in range(6)], limit=2)  # type: ignore[misc]
+    assert [r.instance for r in results] == [f"i{n}" for n in range(6)]
+    assert peak[0] == 2
+    assert 1 <= compiled.default_limit() <= (os.cpu_count() or 1)

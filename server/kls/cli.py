@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
+import dataclasses
 import json
 import os
 import signal
@@ -11,6 +12,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kls import __version__
 from kls.checks import check_paths
@@ -18,6 +20,7 @@ from kls.checks.catalogue import RULES
 from kls.checks.run import ModelCache, check_instance
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
+from kls.render import RenderResult
 from kls.sandbox.workers import (
     DEFAULT_MEMORY_MB,
     DEFAULT_SECONDS,
@@ -27,6 +30,9 @@ from kls.sandbox.workers import (
     configure,
 )
 from kls.template.source import findings_to_file, python_file, source_map_to_file
+
+if TYPE_CHECKING:
+    from kls.compile import CompileResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -55,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="lint templates and every instance in kls.toml")
     check.add_argument("paths", nargs="*", type=Path, default=[Path(".")])
     check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "--compile",
+        action="store_true",
+        help="also run nvcc's check mode on every instance (in parallel, bounded by cores and "
+        "memory), for CI: type errors only one instance's dtypes make fail the command",
+    )
+    check.add_argument("--nvcc", default="nvcc", help="nvcc for --compile (default: from PATH)")
     _add_extra_root(check)
     _add_render_limits(check)
     check.set_defaults(func=cmd_check)
@@ -178,6 +191,14 @@ def _apply_render_limits(args: argparse.Namespace) -> None:
 
 def cmd_check(args: argparse.Namespace) -> int:
     result = check_paths(list(args.paths), extra_roots=args.extra_roots)
+    compiled = _compile_rendered(result.renders, args) if args.compile else {}
+    seen: set[tuple[str, str, str]] = set()
+    for name, compile_result in compiled.items():
+        for f in compile_result.findings:
+            key = (f.code, f.path, f.message)  # e.g. nvcc missing: once, not per instance
+            if key not in seen:
+                seen.add(key)
+                result.findings.append(dataclasses.replace(f, instance=f.instance or name))
     findings = sorted(result.findings, key=_order)
     if args.format == "json":
         payload = {
@@ -185,6 +206,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             "instances_rendered": sorted(result.renders),
             "errors": result.errors,
         }
+        if args.compile:
+            payload["instances_compiled"] = {n: r.ok for n, r in sorted(compiled.items())}
         print(json.dumps(payload, indent=2))
     else:
         for f in findings:
@@ -192,12 +215,35 @@ def cmd_check(args: argparse.Namespace) -> int:
         warnings = sum(1 for f in findings if f.severity == Severity.WARNING)
         print(
             f"kls: {result.errors} error(s), {warnings} warning(s); "
-            f"{len(result.renders)} instance(s) rendered",
+            f"{len(result.renders)} instance(s) rendered"
+            + (
+                f", {sum(r.ok for r in compiled.values())}/{len(compiled)} compiled by nvcc"
+                if args.compile
+                else ""
+            ),
             file=sys.stderr,
         )
         if not result.renders:
             print(_static_only_note(list(args.paths)), file=sys.stderr)
     return EXIT_FINDINGS if result.errors else EXIT_OK
+
+
+def _compile_rendered(
+    renders: dict[str, RenderResult], args: argparse.Namespace
+) -> dict[str, CompileResult]:
+    """nvcc's check mode on every instance that rendered, in parallel (kls.checks.compiled)."""
+    from kls.checks.compiled import compile_all, default_limit
+    from kls.compile import CompileOptions
+
+    specs = [r.instance for _, r in sorted(renders.items()) if r.ok]
+    if not specs:
+        return {}
+    _kill_children_on_exit(grace_s=None)
+    limit = default_limit()
+    print(f"kls: compiling {len(specs)} instance(s), {limit} at a time ...", file=sys.stderr)
+    options = CompileOptions(mode="check", nvcc=_absolute_if_path(args.nvcc))
+    results = compile_all(specs, options, limit)
+    return {spec.name: r for spec, r in zip(specs, results)}
 
 
 def _static_only_note(paths: list[Path]) -> str:

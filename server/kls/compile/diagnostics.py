@@ -27,6 +27,10 @@ GCC = re.compile(
     r": (?P<msg>.*)$"
 )
 AT_LINE = re.compile(r'at line (\d+) of "?([^"\s]+?)"?\s*$')
+# EDG's detail lines under a message, e.g. "            argument types are: (float *, int)",
+# "operand types are: float + at::BFloat16", "object type is: const T".
+DETAIL = re.compile(r"^\s{4,}(?P<text>[a-z][\w ]*? (?:is|are): .+?)\s*$")
+MAX_DETAIL = 300
 ECHO_INDENT = 2
 MAX_MESSAGE = 300
 MAX_FINDINGS = 20
@@ -40,6 +44,7 @@ class NvccMessage:
     text: str
     column: int | None = None  # 0-based, from the caret line when there is one
     sites: list[tuple[str, int]] = field(default_factory=list)  # instantiation chain
+    details: list[str] = field(default_factory=list)  # "argument types are: (...)" lines
 
     @property
     def is_error(self) -> bool:
@@ -67,8 +72,11 @@ def parse_nvcc(log: str) -> list[NvccMessage]:
             continue
         current = messages[-1]
         at = AT_LINE.search(line)
+        detail = DETAIL.match(line) if current.column is None else None
         if at is not None:
             current.sites.append((at.group(2), int(at.group(1))))
+        elif detail is not None:
+            current.details.append(detail.group("text"))
         elif line.strip() == "^" and current.column is None:
             # nvcc echoes the source line indented by two spaces, then the caret under it.
             current.column = max(line.index("^") - ECHO_INDENT, 0)
@@ -104,6 +112,9 @@ def _map_one(msg: NvccMessage, source: Path, render: RenderResult) -> Finding | 
     if not msg.is_error and not _is_source(msg.file, source):
         return None  # warnings inside CUTLASS headers are noise for the template author
     text = msg.text if len(msg.text) <= MAX_MESSAGE else msg.text[:MAX_MESSAGE] + " …"
+    if msg.details:  # what nvcc says the types were: the half of the message that explains it
+        detail = "; ".join(msg.details)
+        text = text.rstrip(":") + f" ({detail if len(detail) <= MAX_DETAIL else detail[:MAX_DETAIL] + ' …'})"
     related: tuple[Related, ...] = ()
     rendered_line: int | None = None
     column = msg.column
