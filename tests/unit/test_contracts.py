@@ -22,7 +22,13 @@ TS_PROTOCOL = (EXTENSION / "src" / "logic" / "protocol.ts").read_text()
 TS_SERVER = (EXTENSION / "src" / "logic" / "server.ts").read_text()
 PACKAGE = json.loads((EXTENSION / "package.json").read_text())
 # Settings only the extension reads (which Python, what to install, which files, tracing).
-CLIENT_ONLY = {"python.interpreterPath", "installSource", "files.patterns", "trace.server"}
+CLIENT_ONLY = {
+    "python.interpreterPath",
+    "installSource",
+    "files.patterns",
+    "files.pythonPatterns",
+    "trace.server",
+}
 
 ANSWERS = [
     protocol.PreviewAnswer,

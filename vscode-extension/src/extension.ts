@@ -2,6 +2,7 @@
 // it (preview documents, instance picker, status bar, trust gating). All intelligence stays in
 // the server.
 import { execFile } from "child_process";
+import * as path from "path";
 import * as vscode from "vscode";
 import {
   LanguageClient,
@@ -11,6 +12,7 @@ import {
 } from "vscode-languageclient/node";
 
 import { PushDiagnosticsOnly } from "./logic/diagnostics";
+import { pythonDocumentFilters, pythonFilesNamed, sameFiles } from "./logic/pythonFiles";
 import { chooseInterpreter, importCheckArgs, installArgs } from "./logic/python";
 import { PREVIEW_SCHEME, parsePreviewUri, previewAffectedBy, previewUriString } from "./logic/preview";
 import { ServerState, jobSummary, statusText, statusTooltip } from "./logic/status";
@@ -31,6 +33,8 @@ let activeInstance: string | undefined;
 const jobs: string[] = [];
 const previewChanged = new vscode.EventEmitter<vscode.Uri>();
 const openPreviews = new Map<string, vscode.Uri>();
+// Python files whose string constants kls.toml names as templates (file.py::CONSTANT).
+let namedPythonFiles: string[] = [];
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   output = vscode.window.createOutputChannel("kls");
@@ -56,10 +60,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.window.onDidChangeActiveTextEditor(() => void refreshInstance()),
     vscode.workspace.onDidGrantWorkspaceTrust(() => void restart(context)),
     vscode.workspace.onDidChangeConfiguration((e) => {
-      if (e.affectsConfiguration("kls.python.interpreterPath")) {
+      if (e.affectsConfiguration("kls.python.interpreterPath") || e.affectsConfiguration("kls.files.pythonPatterns")) {
         void restart(context);
       }
     }),
+    watchNamedPythonFiles(context),
   );
   await start(context);
 }
@@ -135,15 +140,26 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
   const patterns = vscode.workspace
     .getConfiguration("kls")
     .get<string[]>("files.patterns", ["**/*.cu.jinja", "**/*.cuh.jinja", "**/*.cu.j2", "**/*.cuh.j2"]);
+  namedPythonFiles = await findNamedPythonFiles();
+  const pythonPatterns = vscode.workspace.getConfiguration("kls").get<string[]>("files.pythonPatterns", []);
   const clientOptions: LanguageClientOptions = {
     documentSelector: [
       { language: LANGUAGE },
       ...patterns.map((pattern) => ({ scheme: "file", pattern })),
+      // Python files holding templates keep the python language (the Python extension's).
+      ...pythonDocumentFilters(namedPythonFiles, pythonPatterns),
     ],
     outputChannel: output,
     traceOutputChannel: output,
     synchronize: {
-      fileEvents: vscode.workspace.createFileSystemWatcher("**/{kls.toml,pyproject.toml,*.jinja,*.j2}"),
+      fileEvents: [
+        vscode.workspace.createFileSystemWatcher("**/{kls.toml,pyproject.toml,*.jinja,*.j2}"),
+        ...namedPythonFiles.map((file) =>
+          vscode.workspace.createFileSystemWatcher(
+            new vscode.RelativePattern(vscode.Uri.file(path.dirname(file)), path.basename(file)),
+          ),
+        ),
+      ],
     },
     middleware: {
       workspace: {
@@ -169,7 +185,9 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
         for (const lens of lenses) {
           const rewrite = lens.command ? LENS_REWRITES[lens.command.command] : undefined;
           if (lens.command && rewrite) {
-            lens.command = { ...lens.command, command: rewrite, arguments: [document.uri] };
+            // [uri, instance?]: a lens may name its instance (a Python file's templates do).
+            const rest = (lens.command.arguments ?? []).slice(1);
+            lens.command = { ...lens.command, command: rewrite, arguments: [document.uri, ...rest] };
           }
         }
         return lenses;
@@ -191,6 +209,35 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
     output.appendLine(`kls serve failed to start: ${error}`);
     void vscode.window.showErrorMessage("kls: the language server failed to start (see Output › kls).");
   }
+}
+
+/** The Python files that the workspace's kls.toml (or pyproject.toml) files name. */
+async function findNamedPythonFiles(): Promise<string[]> {
+  const found = new Set<string>();
+  const configs = await vscode.workspace.findFiles("**/{kls.toml,pyproject.toml}", "**/node_modules/**", 100);
+  for (const config of configs) {
+    try {
+      const text = Buffer.from(await vscode.workspace.fs.readFile(config)).toString("utf8");
+      pythonFilesNamed(config.fsPath, text).forEach((file) => found.add(file));
+    } catch (error) {
+      output.appendLine(`kls: cannot read ${config.fsPath}: ${error}`);
+    }
+  }
+  return [...found].sort();
+}
+
+/** When kls.toml names other Python files, restart the client with the new selector. */
+function watchNamedPythonFiles(context: vscode.ExtensionContext): vscode.Disposable {
+  const watcher = vscode.workspace.createFileSystemWatcher("**/{kls.toml,pyproject.toml}");
+  const check = async (): Promise<void> => {
+    if (client && !sameFiles(await findNamedPythonFiles(), namedPythonFiles)) {
+      await restart(context);
+    }
+  };
+  watcher.onDidChange(() => void check());
+  watcher.onDidCreate(() => void check());
+  watcher.onDidDelete(() => void check());
+  return watcher;
 }
 
 async function restart(context: vscode.ExtensionContext): Promise<void> {
@@ -231,13 +278,14 @@ function templateUri(arg?: unknown): vscode.Uri | undefined {
   return editor && editor.document.languageId === LANGUAGE ? editor.document.uri : undefined;
 }
 
-async function openPreview(arg?: unknown): Promise<void> {
+async function openPreview(arg?: unknown, instance?: unknown): Promise<void> {
   const uri = templateUri(arg);
   if (!uri) {
     void vscode.window.showInformationMessage("kls: open a CUDA Jinja template first.");
     return;
   }
-  const previewUri = vscode.Uri.parse(previewUriString(uri.fsPath, activeInstance));
+  const chosen = typeof instance === "string" ? instance : activeInstance;
+  const previewUri = vscode.Uri.parse(previewUriString(uri.fsPath, chosen));
   openPreviews.set(previewUri.toString(), uri);
   const document = await vscode.workspace.openTextDocument(previewUri);
   await vscode.languages.setTextDocumentLanguage(document, "cuda-cpp").then(
