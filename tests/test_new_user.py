@@ -6,7 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from kls.cli import main
@@ -275,3 +277,204 @@ def test_compile_all_runs_in_parallel_within_the_limit(monkeypatch: pytest.Monke
     assert [r.instance for r in results] == [f"i{n}" for n in range(6)]
     assert peak[0] == 2
     assert 1 <= compiled.default_limit() <= (os.cpu_count() or 1)
+
+
+# -- 8: the user's own reference (CPU: loading, calling, comparing; the GPU run is gpu-marked) ----
+REFS = """\
+import numpy as np
+
+
+def add(A, B):
+    return A + B
+
+
+def add_wrong(A, B):
+    out = A + B
+    out[3, 4] += 1.0
+    return out
+
+
+def total(A, B):
+    raise ValueError("not written yet")
+"""
+
+
+def host(name: str, values: np.ndarray, dtype: str, output: bool = False, col: bool = False):  # type: ignore[no-untyped-def]
+    from kls.bench.job import TensorJob
+    from kls.bench.numerics import to_storage
+    from kls.bench.reference import HostTensor
+
+    rows, cols = values.shape
+    stride = [1, rows] if col else [cols, 1]
+    flat = (values.T if col else values).reshape(-1).astype(np.float32)
+    return HostTensor(
+        TensorJob(name, [rows, cols], stride, dtype, 0, output), to_storage(flat, dtype)
+    )
+
+
+def add_case(dtype: str, col: bool = False):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(0)
+    a, b = rng.uniform(-1, 1, (8, 16)), rng.uniform(-1, 1, (8, 16))
+    from kls.bench.numerics import to_float64, to_storage
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        return to_float64(to_storage(x.astype(np.float32), dtype), dtype).reshape(x.shape)
+
+    c = rounded(rounded(a) + rounded(b))  # what a correct kernel writes
+    return [host("A", a, dtype, col=col), host("B", b, dtype)], [host("C", c, dtype, True)]
+
+
+def write_refs(root: Path) -> Path:
+    path = root / "refs.py"
+    path.write_text(REFS, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("col", [False, True])
+def test_user_reference_verifies_an_add(tmp_path: Path, dtype: str, col: bool) -> None:
+    from kls.bench.reference import load_reference, verify_user
+
+    refs = write_refs(tmp_path)
+    inputs, outputs = add_case(dtype, col)
+    v = verify_user(load_reference(f"{refs}:add"), inputs, outputs, None)
+    assert v.ok and v.checked == 8 * 16
+    wrong = verify_user(load_reference(f"{refs}:add_wrong"), inputs, outputs, None)
+    assert not wrong.ok and wrong.worst == [3, 4]
+
+
+def test_user_reference_sees_numpy_arrays_with_the_instances_strides(tmp_path: Path) -> None:
+    from kls.bench.reference import as_numpy
+
+    (a, _), _ = add_case("bfloat16", col=True)
+    view = as_numpy(a)
+    assert view.shape == (8, 16) and view.dtype == np.float32  # bf16 values, exactly
+    assert view.strides == (4, 32) and not view.flags.writeable
+
+
+def test_tolerance_is_per_instance(tmp_path: Path) -> None:
+    from kls.bench.reference import verify_user
+
+    inputs, outputs = add_case("float32")
+
+    def off(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        return np.asarray((A + B) * (1 + 1e-3))
+
+    assert not verify_user(off, inputs, outputs, None).ok  # fp32's default: 1e-4
+    v = verify_user(off, inputs, outputs, 1e-2)
+    assert v.ok and v.tolerance == 1e-2
+
+
+def test_user_reference_problems_are_messages(tmp_path: Path) -> None:
+    from kls.bench.reference import UserReferenceError, load_reference, verify_user
+
+    refs = write_refs(tmp_path)
+    inputs, outputs = add_case("float32")
+    with pytest.raises(UserReferenceError, match=r"defines no function 'ad'.*did you mean 'add'"):
+        load_reference(f"{refs}:ad")
+    with pytest.raises(UserReferenceError, match=r"raised ValueError: not written yet at refs.py:"):
+        verify_user(load_reference(f"{refs}:total"), inputs, outputs, None)
+    with pytest.raises(UserReferenceError, match="does not fit its shape"):
+        verify_user(lambda A, B: np.zeros(3), inputs, outputs, None)
+    with pytest.raises(UserReferenceError, match=r"value for C \(list\) does not fit"):
+        verify_user(lambda A, B: [A, B], inputs, outputs, None)  # two arrays for one output
+
+
+def test_reference_in_kls_toml_is_checked_but_never_imported(ws: Workspace) -> None:
+    from kls.checks.run import check_file
+
+    marker = ws.root / "imported"
+    write_refs(ws.root).write_text(f"open({str(marker)!r}, 'w').close()\n" + REFS)
+    ws.write("t.cu.jinja", ADD)
+    good = ws.config(
+        f'[instances.i]\ntemplate = "t.cu.jinja"\nreference = "refs.py:add"\ntolerance = 1e-3\n'
+        f"{ADD_TENSORS}"
+    )
+    spec = good.instances["i"]
+    assert spec.reference == f"{(ws.root / 'refs.py').resolve()}:add" and spec.tolerance == 1e-3
+    check_file(ws.root / "t.cu.jinja", instances=good)
+    assert not marker.exists()  # kls check and the server only name the file
+    for value, code in (
+        ('"refs:add"', "KT002"),
+        ('"nothere.py:add"', "KT004"),
+        ('"../x.py:add"', "KT004"),
+    ):
+        bad = ws.config(
+            f'[instances.i]\ntemplate = "t.cu.jinja"\nreference = {value}\n{ADD_TENSORS}'
+        )
+        assert codes(bad.findings) == [code], [f.format_line() for f in bad.findings]
+
+
+class FakeCuda:
+    """The worker's verify() reads outputs with download: they are already on the host."""
+
+    def download(self, ptr: int, host: np.ndarray) -> None:
+        pass
+
+
+def fake_cuda() -> Any:
+    return FakeCuda()
+
+
+def _job(reference: str, tolerance: float | None = None):  # type: ignore[no-untyped-def]
+    from kls.bench.job import BenchJob
+
+    inputs, outputs = add_case("float32")
+    tensors = {t.spec.name: t.spec for t in inputs + outputs}
+    job = BenchJob("lib.so", "k", ["A", "B", "C"], tensors, reference, tolerance=tolerance)
+    return job, {t.spec.name: t for t in inputs + outputs}
+
+
+def test_worker_loads_and_runs_the_reference(tmp_path: Path) -> None:
+    from kls.bench import worker
+
+    refs = write_refs(tmp_path)
+    job, hosts = _job(f"{refs}:add")
+    function = worker._load_user_reference(job.reference)
+    v = worker.verify(
+        fake_cuda(), job, hosts, dict.fromkeys(hosts, 0), np.random.default_rng(0), function
+    )
+    assert v.ok and v.checked == 128
+    with pytest.raises(
+        worker.StageError, match=r'reference = ".*refs\.py:nope": refs\.py defines no'
+    ):
+        worker._load_user_reference(f"{refs}:nope")
+
+
+def test_reference_none_times_unverified_and_says_so_loudly() -> None:
+    from kls.bench import worker
+    from kls.bench.report import build_report
+
+    job, hosts = _job("none")
+    v = worker.verify(fake_cuda(), job, hosts, dict.fromkeys(hosts, 0), np.random.default_rng(0))  # type: ignore[arg-type]
+    assert v.ok and v.checked == 0
+    timing = {
+        "n": 50,
+        "median": 0.01,
+        "p25": 0.01,
+        "p75": 0.01,
+        "minimum": 0.01,
+        "mean": 0.01,
+        "spread": 0.0,
+    }
+    report = build_report("i", job, {"ok": True, "timing": timing, "verified": False})
+    assert report.headline().startswith('⚠ UNVERIFIED (reference = "none"')
+    assert report.to_json()["verified"] is False and "UNVERIFIED" in report.message
+
+
+def test_bench_without_any_reference_says_how_to_give_one(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kls.bench.run as run
+    from kls.compile import CompileResult
+    from kls.render import render
+
+    ws.write("t.cu.jinja", ADD)
+    spec = ws.config(f'[instances.i]\ntemplate = "t.cu.jinja"\n{ADD_TENSORS}').instances["i"]
+    assert spec.reference == "unset"
+    built = CompileResult("i", "build", ok=True, artifact=tmp_path / "x.so")
+    built.rendered = render(spec)
+    monkeypatch.setattr(run, "compile_instance", lambda *a, **k: built)
+    report = run.benchmark_instance(spec, run.BenchOptions())
+    assert not report.ok and 'reference = "refs.py:add"' in report.message
+    assert '"none" to time without verifying' in report.message

@@ -39,7 +39,7 @@ class BenchJob:
     symbol: str
     params: list[str]  # buffer names in C-parameter order (what input_reorder produced)
     tensors: dict[str, TensorJob | None]
-    reference: str  # "gemm", "softmax" or "none"
+    reference: str  # "gemm", "softmax", "none" (time only) or "/abs/file.py:function"
     alpha: float = 1.0
     beta: float = 0.0
     seed: int = 0
@@ -49,6 +49,7 @@ class BenchJob:
     # torch-2.11: what the entry takes after the pointers, as Inductor's call_kernel passes it:
     # [C type, value] for M, N, K, B, lda..ldd, each buffer's offset, then runtime args.
     extra_args: list[list[Any]] = field(default_factory=list)
+    tolerance: float | None = None  # max relative error; None: by the output's dtype
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

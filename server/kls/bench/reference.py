@@ -6,12 +6,16 @@ reference follows the instance's layouts (a column-major output is read column-m
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast, overload
 
 import numpy as np
 
 from kls.bench.job import TensorJob
 from kls.bench.numerics import TOLERANCE, Verification, compare, to_float64
+from kls.suggest import did_you_mean
 
 
 @dataclass
@@ -97,3 +101,143 @@ def verify_softmax(
     return compare(
         np.concatenate(got_all), np.concatenate(exp_all), where, TOLERANCE[y.spec.dtype], unwritten
     )
+
+
+# -- the user's own reference: reference = "file.py:function" in kls.toml -----------------------
+# Runs only in the benchmark worker (a separate process, started by an explicit `kls bench` or
+# the Benchmark lens of a trusted workspace), never in kls itself: it is the project's code.
+
+
+class UserReferenceError(Exception):
+    """The user's reference could not be loaded, raised, or returned the wrong thing."""
+
+
+def is_user_reference(reference: str) -> bool:
+    return ":" in reference and reference.rpartition(":")[0].endswith(".py")
+
+
+def load_reference(reference: str) -> Callable[..., Any]:
+    """The function `name` of `/abs/file.py:name`, imported from that file (its folder first on
+    sys.path, so it may import its neighbours)."""
+    import importlib.util
+    import sys
+
+    file, _, name = reference.rpartition(":")
+    spec = importlib.util.spec_from_file_location(f"kls_reference_{abs(hash(file))}", file)
+    if spec is None or spec.loader is None:
+        raise UserReferenceError(f"cannot import {file}")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(Path(file).parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise UserReferenceError(f"importing {Path(file).name} raised {_describe(exc)}") from exc
+    function = getattr(module, name, None)
+    if not callable(function):
+        names = [n for n, v in vars(module).items() if callable(v) and not n.startswith("_")]
+        hint = did_you_mean(name, names)
+        raise UserReferenceError(f"{Path(file).name} defines no function '{name}'{hint}")
+    return function  # type: ignore[no-any-return]
+
+
+def _describe(exc: BaseException) -> str:
+    import traceback
+
+    where = traceback.extract_tb(exc.__traceback__)[-1:] if exc.__traceback__ else []
+    at = f" at {Path(where[0].filename).name}:{where[0].lineno}" if where else ""
+    return f"{type(exc).__name__}: {exc}{at}"
+
+
+def as_numpy(t: HostTensor) -> np.ndarray:
+    """A read-only view with the tensor's shape and strides: its own dtype, except bf16 (NumPy
+    has none), given as float32 holding the exact bf16 values."""
+    values = t.storage
+    if t.spec.dtype == "bfloat16":
+        values = to_float64(t.storage, "bfloat16").astype(np.float32)
+    itemsize = values.dtype.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        values[t.spec.offset :],
+        shape=tuple(t.spec.shape),
+        strides=tuple(s * itemsize for s in t.spec.stride),
+        writeable=False,
+    )
+    return view
+
+
+def call_reference(
+    function: Callable[..., Any], inputs: list[HostTensor], outputs: list[HostTensor]
+) -> list[np.ndarray]:
+    """Call `function(*inputs)` (the instance's input tensors, in kls.toml order) and return one
+    float64 array per output: it may return an array (one output), a tuple/list in the outputs'
+    order, or a dict by output name."""
+    try:
+        returned = function(*[as_numpy(t) for t in inputs])
+    except Exception as exc:
+        raise UserReferenceError(f"the reference raised {_describe(exc)}") from exc
+    names = [t.spec.name for t in outputs]
+    if isinstance(returned, dict):
+        missing = [n for n in names if n not in returned]
+        if missing:
+            raise UserReferenceError(f"the reference's dict has no output {', '.join(missing)}")
+        values = [returned[n] for n in names]
+    elif isinstance(returned, (tuple, list)) and len(outputs) > 1:
+        values = list(returned)
+    else:
+        values = [returned]
+    if len(values) != len(outputs):
+        raise UserReferenceError(
+            f"the reference returned {len(values)} value(s) for {len(outputs)} output(s) "
+            f"({', '.join(names)})"
+        )
+    out: list[np.ndarray] = []
+    for t, value in zip(outputs, values):
+        try:
+            array = np.asarray(value, dtype=np.float64)
+            out.append(np.broadcast_to(array, tuple(t.spec.shape)))
+        except (TypeError, ValueError) as exc:
+            shape = getattr(value, "shape", type(value).__name__)
+            raise UserReferenceError(
+                f"the reference's value for {t.spec.name} ({shape}) does not fit its shape "
+                f"{tuple(t.spec.shape)}: {exc}"
+            ) from exc
+    return out
+
+
+class _Indices(Sequence[list[int]]):
+    """Logical indices of a shape, made on demand (a 64M-element output has no index list)."""
+
+    def __init__(self, shape: list[int]) -> None:
+        self.shape = tuple(shape)
+        self.size = int(np.prod(shape)) if shape else 1
+
+    def __len__(self) -> int:
+        return self.size
+
+    @overload
+    def __getitem__(self, i: int) -> list[int]: ...
+    @overload
+    def __getitem__(self, i: slice) -> Sequence[list[int]]: ...
+    def __getitem__(self, i: int | slice) -> list[int] | Sequence[list[int]]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.size))]
+        return [int(x) for x in np.unravel_index(i, self.shape)]
+
+
+def verify_user(
+    function: Callable[..., Any],
+    inputs: list[HostTensor],
+    outputs: list[HostTensor],
+    tolerance: float | None,
+    unwritten: int = 0,
+) -> Verification:
+    """Every element of every output against the user's reference; the worst output's result
+    (the first that fails)."""
+    expected = call_reference(function, inputs, outputs)
+    results = []
+    for t, want in zip(outputs, expected):
+        got = np.asarray(as_numpy(t), dtype=np.float64).reshape(-1)  # logical order
+        limit = tolerance if tolerance is not None else TOLERANCE[t.spec.dtype]
+        indices = cast(list[list[int]], _Indices(t.spec.shape))
+        results.append(compare(got, want.reshape(-1), indices, limit, unwritten))
+    failing = [v for v in results if not v.ok]
+    return failing[0] if failing else max(results, key=lambda v: v.max_error)

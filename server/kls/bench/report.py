@@ -16,6 +16,9 @@ PEAK_TFLOPS = {
 }
 
 
+UNVERIFIED = '⚠ UNVERIFIED (reference = "none": the result was not checked)'
+
+
 @dataclass
 class BenchReport:
     instance: str
@@ -35,6 +38,7 @@ class BenchReport:
     source_hash: str = ""
     timestamp: float = 0.0
     previous_ms: float | None = None
+    verified: bool = True  # False: reference = "none", timed without checking the result
     method: str = (
         "warm-up >= 1 s; back-to-back launches in batches of 10, each between its own CUDA "
         "events; L2 flushed (2x L2 memset) before each launch, outside the timed region; stop "
@@ -55,6 +59,8 @@ class BenchReport:
         if not self.ok or self.median_ms is None:
             return f"✗ {self.message}"
         parts = [f"⏱ {self.median_ms:.3g} ms ±{(self.spread or 0) * 100:.1f}%"]
+        if not self.verified:
+            parts.insert(0, UNVERIFIED)
         if self.tflops is not None and self.tflops >= 1:
             parts.append(f"{self.tflops:.0f} TFLOP/s")
         elif self.gbps is not None:
@@ -107,7 +113,10 @@ def build_report(instance: str, job: BenchJob, result: dict[str, Any]) -> BenchR
         device=result.get("device", {}),
         clocks=result.get("clocks", {}),
         verification=result.get("verification", {}),
+        verified=bool(result.get("verified", True)),
     )
+    if not report.verified:
+        report.message = UNVERIFIED
     baseline = result.get("baseline") or {}
     if baseline.get("available"):
         report.baseline_ms = float(baseline["timing"]["median"])

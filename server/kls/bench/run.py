@@ -15,6 +15,7 @@ from kls.bench.report import BenchReport, build_report
 from kls.bench.runner import run_worker
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
+from kls.instances.schema import UNSET_REFERENCE
 from kls.render import RenderResult
 from kls.runtime.torch211 import Torch211Kernel
 
@@ -68,6 +69,7 @@ def make_job(
         seed=options.seed,
         timing=options.timing,
         baseline=options.baseline,
+        tolerance=instance.tolerance,
     )
 
 
@@ -89,10 +91,12 @@ def benchmark_instance(
     if not built.ok or built.artifact is None or rendered is None or rendered.text is None:
         first = built.errors[0].format_line() if built.errors else "build failed"
         return _failed(instance, f"build failed: {first}", history)
-    if instance.reference == "none":
+    if instance.reference == UNSET_REFERENCE:
         return _failed(
             instance,
-            'no reference to verify against: set reference = "gemm" or "softmax" in kls.toml',
+            'no reference to verify against: in kls.toml set reference = "refs.py:add" (your '
+            "own function: it takes the inputs as NumPy arrays and returns the outputs), "
+            '"gemm" or "softmax", or "none" to time without verifying',
             history,
         )
     job = make_job(instance, rendered, built.artifact, options)

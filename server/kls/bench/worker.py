@@ -8,6 +8,7 @@ takes only this process down; the parent reports it.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import json
 import sys
 import time
@@ -19,8 +20,16 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob
-from kls.bench.numerics import STORAGE, supported, to_float64, uniform_storage
-from kls.bench.reference import HostTensor, verify_gemm, verify_softmax
+from kls.bench.numerics import STORAGE, Verification, supported, to_float64, uniform_storage
+from kls.bench.reference import (
+    HostTensor,
+    UserReferenceError,
+    is_user_reference,
+    load_reference,
+    verify_gemm,
+    verify_softmax,
+    verify_user,
+)
 from kls.bench.stats import should_stop, summarize
 
 FLUSH_MIN_BYTES = 256 * 1024 * 1024
@@ -160,6 +169,8 @@ def run(job: BenchJob) -> dict[str, Any]:
     for tensor in job.tensors.values():
         if tensor is not None and not supported(tensor.dtype):
             raise StageError("setup", f"dtype {tensor.dtype} is not supported by the harness")
+    # The user's reference is the project's code: imported here, in this worker, never in kls.
+    user_reference = _load_user_reference(job.reference)
     cuda = Cuda()
     info = cuda.device_info()
     fn = load_entry(job.library, job.symbol, len(job.params), [t for t, _ in job.extra_args])
@@ -183,12 +194,13 @@ def run(job: BenchJob) -> dict[str, Any]:
             f"the kernel failed on its first run ({exc}); check its pointers, strides and "
             "bounds, e.g. with compute-sanitizer",
         ) from exc
-    verification = verify(cuda, job, host, pointers, rng)
+    verification = verify(cuda, job, host, pointers, rng, user_reference)
     result: dict[str, Any] = {
         "ok": verification.ok,
         "device": info,
         "workspace_bytes": size.value,
         "verification": verification.to_json(),
+        "verified": job.reference != "none",
     }
     if not verification.ok:
         result["stage"] = "verify"
@@ -243,25 +255,56 @@ def poison(cuda: Cuda, out: TensorJob, pointers: dict[str, int]) -> None:
     cuda.sync()
 
 
+def _load_user_reference(reference: str) -> Callable[..., Any] | None:
+    if not is_user_reference(reference):
+        return None
+    try:
+        return load_reference(reference)
+    except UserReferenceError as exc:
+        raise StageError("reference", f'reference = "{reference}": {exc}') from exc
+
+
 def verify(
     cuda: Cuda,
     job: BenchJob,
     host: dict[str, HostTensor],
     pointers: dict[str, int],
     rng: np.random.Generator,
+    user_reference: Callable[..., Any] | None = None,
 ) -> Any:
     out = job.output()
     y = host[out.name]
     cuda.download(pointers[out.name], y.storage)
     unwritten = count_unwritten(y)
+    if job.reference == "none":  # timed without verification; every result says so
+        return Verification(True, 0, 0.0, [], 0.0, 0.0, 0.0, 0, unwritten)
+    if user_reference is not None:
+        outputs = [host[n] for n in job.params if n in host and host[n].spec.is_output]
+        for t in outputs:
+            cuda.download(pointers[t.spec.name], t.storage)
+        inputs = [t for t in host.values() if not t.spec.is_output]
+        try:
+            return verify_user(user_reference, inputs, outputs, job.tolerance, unwritten)
+        except UserReferenceError as exc:
+            raise StageError("reference", f'reference = "{job.reference}": {exc}') from exc
     if job.reference == "gemm":
         x, w, bias = host.get("X"), host.get("W"), host.get("Bias")
         if x is None or w is None:
             raise StageError("verify", "a gemm reference needs tensors X and W")
-        return verify_gemm(x, w, bias, y, job.alpha, job.beta, job.samples, rng, unwritten)
+        v = verify_gemm(x, w, bias, y, job.alpha, job.beta, job.samples, rng, unwritten)
+        return _with_tolerance(v, job.tolerance)
     if job.reference == "softmax":
-        return verify_softmax(host["X"], y, max(job.samples // 16, 8), rng, unwritten)
+        v = verify_softmax(host["X"], y, max(job.samples // 16, 8), rng, unwritten)
+        return _with_tolerance(v, job.tolerance)
     raise StageError("verify", "no reference for this instance: set reference in kls.toml")
+
+
+def _with_tolerance(v: Verification, tolerance: float | None) -> Verification:
+    """The instance's own tolerance (kls.toml `tolerance`) in place of the dtype's."""
+    if tolerance is None:
+        return v
+    ok = v.nan_count == 0 and v.unwritten == 0 and v.max_error <= tolerance
+    return dataclasses.replace(v, ok=ok, tolerance=tolerance)
 
 
 def count_unwritten(y: HostTensor) -> int:

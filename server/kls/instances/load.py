@@ -30,6 +30,7 @@ from kls.instances.schema import (
     PROFILES,
     REFERENCES,
     RENAMED_PROFILES,
+    UNSET_REFERENCE,
     InstanceSpec,
     OpFilter,
     TensorSpec,
@@ -66,6 +67,7 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "op_filter": dict,
     "vars": dict,
     "reference": str,
+    "tolerance": (int, float),
 }
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}
@@ -323,9 +325,8 @@ class _Reader:
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
             lambda: self.arch(where("arch"), raw.get("arch", "90a")),
-            lambda: self.choice(
-                where("reference"), raw.get("reference", _default_reference(raw)), REFERENCES
-            ),
+            lambda: self.reference(where("reference"), raw.get("reference")) is not None,
+            lambda: self.tolerance(where("tolerance"), raw.get("tolerance")),
         ]
         if not all([check() for check in checks]):
             return None
@@ -354,7 +355,9 @@ class _Reader:
             op=raw.get("op"),
             op_filter=op_filter,
             variables=dict(raw.get("vars", {})),
-            reference=raw.get("reference", _default_reference(raw)),
+            reference=self.reference(where("reference"), raw.get("reference"), quiet=True)
+            or _default_reference(raw),
+            tolerance=float(raw["tolerance"]) if "tolerance" in raw else None,
             roots=self.roots,
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
@@ -458,6 +461,44 @@ class _Reader:
         if problem is not None:
             self.error(keys, "KT002", problem)
         return problem is None
+
+    def reference(
+        self, keys: tuple[str, ...], value: str | None, quiet: bool = False
+    ) -> str | None:
+        """A built-in reference, or "file.py:function" as "/abs/file.py:function" (the file
+        inside the project, checked like a template's path; it is only run by `kls bench`, in
+        the benchmark worker). "" when absent; None after a finding."""
+        if value is None or value in REFERENCES:
+            return value or ""
+        file, sep, function = value.rpartition(":")
+        if not sep or not file.endswith(".py") or not function.isidentifier():
+            if not quiet:
+                hint = did_you_mean(value, REFERENCES)
+                self.error(
+                    keys,
+                    "KT002",
+                    f"'reference' is '{value}'{hint}; expected one of {', '.join(REFERENCES)}, "
+                    'or your own function as "file.py:function" (kls.toml relative; it takes the '
+                    "inputs as NumPy arrays and returns the outputs: docs/TEMPLATE_API.md)",
+                )
+            return None
+        if quiet:
+            return f"{(self.path.parent / file).resolve()}:{function}"
+        path = self.template_path(keys, "reference", file)
+        if path is None:
+            return None
+        return f"{path}:{function}"
+
+    def tolerance(self, keys: tuple[str, ...], value: float | None) -> bool:
+        if value is None or (isinstance(value, (int, float)) and 0 < value < 1e6):
+            return True
+        self.error(
+            keys,
+            "KT002",
+            f"'tolerance' is {value}: give the largest relative error the benchmark accepts, a "
+            "number > 0 (default by output dtype: bf16/fp16 1e-2, fp32 1e-4, fp64 1e-10)",
+        )
+        return False
 
     def profile(self, keys: tuple[str, ...], value: str) -> bool:
         new = RENAMED_PROFILES.get(value)
@@ -631,7 +672,7 @@ def _default_kind(raw: dict[str, Any]) -> str:
 
 
 def _default_reference(raw: dict[str, Any]) -> str:
-    return "gemm" if _default_kind(raw) == "cutlass_gemm" else "none"
+    return "gemm" if _default_kind(raw) == "cutlass_gemm" else UNSET_REFERENCE
 
 
 def _int_list(value: Any) -> bool:

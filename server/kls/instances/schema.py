@@ -15,9 +15,12 @@ PROFILES: tuple[Profile, ...] = get_args(Profile)
 RENAMED_PROFILES = {"inductor-2025": "torch-2.11"}
 InstanceKind = Literal["cutlass_gemm", "cuda"]
 KINDS: tuple[InstanceKind, ...] = get_args(InstanceKind)
-# What a benchmark verifies the output against (see kls.bench.reference).
+# What a benchmark verifies the output against (see kls.bench.reference): a built-in, "none"
+# (time without verifying), or the user's own function, "file.py:function" (kls.toml
+# relative); an instance that says nothing and is no GEMM has the reference "unset".
 Reference = Literal["gemm", "softmax", "none"]
 REFERENCES: tuple[Reference, ...] = get_args(Reference)
+UNSET_REFERENCE = "unset"
 
 
 @dataclass(frozen=True)
@@ -87,7 +90,8 @@ class InstanceSpec:
     op: str | None = None
     op_filter: OpFilter | None = None
     variables: dict[str, Any] = field(default_factory=dict)
-    reference: Reference = "none"
+    reference: str = UNSET_REFERENCE  # a Reference, "unset", or "/abs/file.py:function"
+    tolerance: float | None = None  # max relative error; None: the output dtype's default
     # The real folders this instance's templates and their includes may be read from: the
     # config's folder, then any extra roots (see kls.instances.roots).
     roots: tuple[Path, ...] = ()
