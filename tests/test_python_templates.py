@@ -30,6 +30,7 @@ from kls.positions import Position, Range
 from kls.render import render
 from kls.template.pysource import PyConstant, PyProblem, python_constants
 from kls.template.source import (
+    MAX_PYTHON_BYTES,
     TemplateRef,
     findings_to_file,
     read_source,
@@ -496,3 +497,11 @@ async def test_language_server_in_a_python_file(client: LanguageClient, planted:
         lsp.ExecuteCommandParams(command=PREVIEW_COMMAND, arguments=[uri, "sm80_bf16"])
     )
     assert answer["instance"] == "sm80_bf16"
+
+
+def test_a_python_file_beyond_the_bound_is_one_finding(tmp_path: Path) -> None:
+    config = _project(tmp_path, 'T = "// {{ kernel_name }}"\n', "t.py::T")
+    py = tmp_path / "t.py"
+    huge = 'T = "// {{ kernel_name }}"\n' + "#" * (MAX_PYTHON_BYTES + 1) + "\n"
+    [finding] = check_file(py, text=huge, instances=load_instances(config)).findings
+    assert finding.code == "KT105" and "larger than" in finding.message

@@ -180,7 +180,7 @@ def _symbol(name: str, kind: lsp.SymbolKind, rng: Range, sel: Range | None) -> l
 async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):  # templates in a Python file's string constants
-        return await python_documents.hover(ls, params)
+        return await python_documents.hover(ls, params, hover)
     model = await ls.model(uri)
     result = await ls.active_render(uri)
     return hover(model, from_lsp_position(params.position), result, ls.path(uri))
@@ -189,7 +189,7 @@ async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
 async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):
-        return await python_documents.completion(ls, params)
+        return await python_documents.completion(ls, params, completions)
     text = ls.text(uri)
     model = await ls.model(uri)
     lines = text.split("\n")
@@ -203,7 +203,7 @@ async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.Comp
 async def on_definition(ls: KlsServer, params: lsp.DefinitionParams) -> lsp.Location | None:
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):
-        return await python_documents.definition(ls, params)
+        return await python_documents.definition(ls, params, definition)
     model = await ls.model(uri)
     path = ls.path(uri)
     found = definition(model, from_lsp_position(params.position), path, ls.active_instance(path))
@@ -215,7 +215,7 @@ async def on_symbols(ls: KlsServer, params: lsp.DocumentSymbolParams) -> list[ls
     if params.text_document.uri not in ls.docs:
         return []
     if python_documents.handles(ls, params.text_document.uri):
-        return await python_documents.symbols(ls, params)
+        return await python_documents.symbols(ls, params, symbols)
     return symbols(await ls.model(params.text_document.uri))
 
 

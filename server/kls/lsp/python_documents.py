@@ -13,6 +13,7 @@ competes with a Python language server.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -132,45 +133,51 @@ def location_to_file(ls: KlsServer, location: lsp.Location) -> lsp.Location:
     )
 
 
-# -- the features, for Python documents (navigation.py and lenses.py hand them over) ----------
+# -- the features, for Python documents (navigation.py and lenses.py hand them over, with the
+# template feature that answers inside one template) -------------------------------------------
+
+HoverFn = Callable[[TemplateModel, Position, RenderResult | None, Path], lsp.Hover | None]
+CompletionFn = Callable[
+    [TemplateModel, str, Position, InstanceSpec | None], list[lsp.CompletionItem]
+]
+DefinitionFn = Callable[[TemplateModel, Position, Path, InstanceSpec | None], lsp.Location | None]
+SymbolsFn = Callable[[TemplateModel], list[lsp.DocumentSymbol]]
 
 
-async def hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
-    from kls.lsp import navigation
-
+async def hover(ls: KlsServer, params: lsp.HoverParams, answer: HoverFn) -> lsp.Hover | None:
     uri = params.text_document.uri
     view = await view_at(ls, uri, from_lsp_position(params.position))
     if view is None:
         return None
     result = await _render(ls, uri, instance_for(ls, uri, view.source))
-    answer = navigation.hover(view.model, view.position, result, view.path)
-    if answer is not None and answer.range is not None:
-        answer.range = _range_to_file(view.source, answer.range)
-    return answer
+    found = answer(view.model, view.position, result, view.path)
+    if found is not None and found.range is not None:
+        found.range = _range_to_file(view.source, found.range)
+    return found
 
 
-async def completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.CompletionList:
-    from kls.lsp import navigation
-
+async def completion(
+    ls: KlsServer, params: lsp.CompletionParams, complete: CompletionFn
+) -> lsp.CompletionList:
     uri = params.text_document.uri
     view = await view_at(ls, uri, from_lsp_position(params.position))
     if view is None:
         return lsp.CompletionList(is_incomplete=False, items=[])
     line = view.model.index.line_text(view.position.line)
     spec = instance_for(ls, uri, view.source)
-    items = navigation.completions(view.model, line, view.position, spec)
+    items = complete(view.model, line, view.position, spec)
     return lsp.CompletionList(is_incomplete=False, items=items)
 
 
-async def definition(ls: KlsServer, params: lsp.DefinitionParams) -> lsp.Location | None:
-    from kls.lsp import navigation
-
+async def definition(
+    ls: KlsServer, params: lsp.DefinitionParams, find: DefinitionFn
+) -> lsp.Location | None:
     uri = params.text_document.uri
     view = await view_at(ls, uri, from_lsp_position(params.position))
     if view is None:
         return None
     spec = instance_for(ls, uri, view.source)
-    found = navigation.definition(view.model, view.position, view.path, spec)
+    found = find(view.model, view.position, view.path, spec)
     return location_to_file(ls, found) if found is not None else None
 
 
@@ -181,13 +188,13 @@ def _symbol_to_file(source: TemplateSource, symbol: lsp.DocumentSymbol) -> lsp.D
     return symbol
 
 
-async def symbols(ls: KlsServer, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
-    from kls.lsp import navigation
-
+async def symbols(
+    ls: KlsServer, params: lsp.DocumentSymbolParams, symbols_of: SymbolsFn
+) -> list[lsp.DocumentSymbol]:
     out: list[lsp.DocumentSymbol] = []
     for source in await sources(ls, params.text_document.uri):
         model = await off_loop(_model, source.text)
-        out.extend(_symbol_to_file(source, s) for s in navigation.symbols(model))
+        out.extend(_symbol_to_file(source, s) for s in symbols_of(model))
     return out
 
 

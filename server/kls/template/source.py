@@ -122,15 +122,21 @@ def read_file_text(path: Path, overrides: Mapping[Path, str] | None = None) -> s
     if overrides:
         text = overrides.get(path) or overrides.get(path.resolve())
         if text is not None:
+            if len(text) > MAX_PYTHON_BYTES:  # editor text: at least one byte a character
+                raise _too_large(path)
             return text
     with path.open("rb") as f:
         data = f.read(MAX_PYTHON_BYTES + 1)
     if len(data) > MAX_PYTHON_BYTES:
-        raise SourceError(
-            f"{path.name} is larger than {MAX_PYTHON_BYTES // 1024} KiB; kls reads templates "
-            "from Python files up to that size: move the templates into a smaller module"
-        )
+        raise _too_large(path)
     return data.decode("utf-8")
+
+
+def _too_large(path: Path) -> SourceError:
+    return SourceError(
+        f"{path.name} is larger than {MAX_PYTHON_BYTES // 1024} KiB; kls reads templates "
+        "from Python files up to that size: move the templates into a smaller module"
+    )
 
 
 def constant_in(module: PyModule, name: str, file: Path) -> PyConstant:
