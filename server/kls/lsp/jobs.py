@@ -89,7 +89,7 @@ class Jobs:
         finally:
             if self.running.get(key) is cancel:
                 del self.running[key]
-            if token is not None:
+            if token is not None and not _exiting(self.ls):
                 self.ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=outcome))
 
     async def _begin(self, title: str, cancel: threading.Event) -> str | None:
@@ -108,6 +108,12 @@ class Jobs:
         if future is not None:
             future.add_done_callback(lambda f: cancel.set() if f.cancelled() else None)
         return token
+
+
+def _exiting(ls: LanguageServer) -> bool:
+    """The client sent `exit`: its pipe is closing, and each message sent into it would fail
+    and be reported by pygls through the same pipe (a chain of errors that delays the exit)."""
+    return getattr(ls.protocol, "exit_code", None) is not None
 
 
 def _cancel_with_request(ls: LanguageServer, cancel: threading.Event) -> None:

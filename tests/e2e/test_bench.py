@@ -1,31 +1,20 @@
-"""Benchmark results in the editor: lens, diagnostic (kls-bench), inlay hint, staleness, and a
-clear message when there is no GPU."""
+"""Benchmark results in the editor over stdio: lens, kls-bench diagnostic, inlay hint and
+staleness (each also in process: tests/unit/test_bench.py, with the no-GPU message)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
 from kls.bench.report import BenchReport
 from kls.bench.run import source_hash
 from kls.instances import load_instances
 from kls.render import render
-from tests.conftest import gpu_available
-from tests.lsp_helpers import SERVER, change_doc, initialize, open_doc
-
-
-@pytest_lsp.fixture(config=SERVER)
-async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
-    await initialize(lsp_client, client_capabilities("visual-studio-code"))
-    yield
-    await lsp_client.shutdown_session()
+from tests.e2e.helpers import change_doc, open_doc, wait_diagnostics
 
 
 def remember_run(workspace: Path, instance: str) -> BenchReport:
@@ -50,15 +39,6 @@ def remember_run(workspace: Path, instance: str) -> BenchReport:
     return report
 
 
-async def diagnostics_from(client: LanguageClient, uri: str, source: str) -> list[lsp.Diagnostic]:
-    for _ in range(200):
-        found = [d for d in client.diagnostics.get(uri, []) if d.source == source]
-        if found:
-            return found
-        await asyncio.sleep(0.05)
-    return []
-
-
 @pytest.mark.asyncio
 async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
     client: LanguageClient, workspace: Path
@@ -67,8 +47,8 @@ async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
     text = path.read_text()
     report = remember_run(workspace, "softmax_bf16_8192x4096")
     uri = open_doc(client, path)
-    found = await diagnostics_from(client, uri, "kls-bench")
-    assert found and found[0].severity == lsp.DiagnosticSeverity.Information
+    found = await wait_diagnostics(client, uri, source="kls-bench", where=bool)
+    assert found[0].severity == lsp.DiagnosticSeverity.Information
     assert found[0].message.startswith(report.headline())
     def_line = text[: text.index("kernel.def_kernel")].count("\n")
     assert found[0].range.start.line == def_line
@@ -93,30 +73,6 @@ async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
 
     # An edit that changes the rendered kernel makes the result stale, visibly.
     change_doc(client, uri, 2, text.replace("1.0f / row_sum", "2.0f / row_sum"))
-    for _ in range(200):
-        bench = [d for d in client.diagnostics.get(uri, []) if d.source == "kls-bench"]
-        if bench and "stale" in bench[0].message:
-            break
-        await asyncio.sleep(0.05)
+    bench = await wait_diagnostics(client, uri, 2, source="kls-bench", where=bool)
     assert bench[0].severity == lsp.DiagnosticSeverity.Hint
     assert "stale" in bench[0].message
-
-
-@pytest.mark.asyncio
-async def test_benchmark_without_gpu_is_a_clear_message(
-    client: LanguageClient, workspace: Path
-) -> None:
-    if gpu_available()[0]:
-        pytest.skip("this machine has a GPU")
-    path = workspace / "softmax.cu.jinja"
-    uri = open_doc(client, path)
-    result = await client.workspace_execute_command_async(
-        lsp.ExecuteCommandParams(command="kls.benchmark", arguments=[uri])
-    )
-    assert result["ok"] is False
-    assert "no usable NVIDIA GPU/driver" in result["headline"]
-    for _ in range(100):
-        if client.messages:
-            break
-        await asyncio.sleep(0.05)
-    assert any("no usable NVIDIA GPU/driver" in m.message for m in client.messages), client.messages

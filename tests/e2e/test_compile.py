@@ -6,32 +6,21 @@ import asyncio
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_lsp
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import LanguageClient
 
-from tests.lsp_helpers import initialize, open_doc
+from tests.e2e.helpers import open_doc, published, wait_diagnostics
 
 CACHE = tempfile.mkdtemp(prefix="kls-lsp-compile-")
-CONFIG = ClientServerConfig(
-    server_command=[sys.executable, "-m", "kls.cli", "serve"],
-    server_env={**os.environ, "KLS_CACHE_DIR": CACHE},
-)
 
-pytestmark = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
-
-
-@pytest_lsp.fixture(config=CONFIG)
-async def client(lsp_client: LanguageClient) -> AsyncIterator[None]:
-    await initialize(lsp_client, client_capabilities("visual-studio-code"))
-    yield
-    await lsp_client.shutdown_session()
+pytestmark = [
+    pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed"),
+    pytest.mark.server_env({"KLS_CACHE_DIR": CACHE}),
+]
 
 
 def save(client: LanguageClient, path: Path, text: str, version: int) -> None:
@@ -47,13 +36,17 @@ def save(client: LanguageClient, path: Path, text: str, version: int) -> None:
     )
 
 
-async def nvcc_diagnostics(client: LanguageClient, uri: str, present: bool) -> list[lsp.Diagnostic]:
-    for _ in range(600):
-        found = [d for d in client.diagnostics.get(uri, []) if d.source == "nvcc"]
-        if bool(found) == present:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"nvcc diagnostics never became {'present' if present else 'absent'}")
+async def nvcc_diagnostics(
+    client: LanguageClient, uri: str, present: bool, since: int = 0
+) -> list[lsp.Diagnostic]:
+    return await wait_diagnostics(
+        client,
+        uri,
+        source="nvcc",
+        where=lambda found: bool(found) == present,
+        since=since,
+        timeout=60,
+    )
 
 
 @pytest.mark.asyncio
@@ -77,19 +70,12 @@ async def test_save_maps_nvcc_error_then_fix_clears(
             content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=kls_error)],
         )
     )
-    for _ in range(200):
-        sources = {(d.source, d.code) for d in client.diagnostics.get(uri, [])}
-        if ("kls", "KT303") in sources:
-            break
-        await asyncio.sleep(0.05)
-    assert {("kls", "KT303"), ("nvcc", "KT601")} <= sources
+    found = await wait_diagnostics(client, uri, 3)
+    assert {("kls", "KT303"), ("nvcc", "KT601")} <= {(d.source, d.code) for d in found}
+    mark = len(published(client))
     save(client, path, good, 4)
-    assert await nvcc_diagnostics(client, uri, present=False) == []
-    for _ in range(200):
-        if not client.diagnostics.get(uri):
-            break
-        await asyncio.sleep(0.05)
-    assert list(client.diagnostics.get(uri, [])) == []
+    assert await nvcc_diagnostics(client, uri, present=False, since=mark) == []
+    assert await wait_diagnostics(client, uri, 4, where=lambda found: not found) == []
 
 
 @pytest.mark.asyncio
