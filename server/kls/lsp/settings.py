@@ -13,7 +13,6 @@ from kls.sandbox.workers import (
     WorkerLimits,
 )
 
-
 # Each setting's name in the client's "kls" section (package.json: `kls.<name>`).
 CLIENT_KEYS = {
     "instances_file": "instancesFile",
