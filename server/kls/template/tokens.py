@@ -28,9 +28,6 @@ class Token:
     def is_op(self, value: str) -> bool:
         return self.type == "operator" and self.value == value
 
-    def is_name(self, value: str | None = None) -> bool:
-        return self.type == "name" and (value is None or self.value == value)
-
 
 @dataclass
 class TokenizeResult:
