@@ -32,7 +32,7 @@ from kls.sandbox.workers import (
 from kls.template.source import findings_to_file, python_file, source_map_to_file
 
 if TYPE_CHECKING:
-    from kls.compile import CompileResult
+    from kls.compile import CompileOptions, CompileResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 
@@ -95,7 +95,13 @@ def _parser() -> argparse.ArgumentParser:
     compile_ = sub.add_parser("compile", help="compile one instance with nvcc")
     compile_.add_argument("template", type=Path)
     compile_.add_argument("--instance", "-i", required=True)
-    compile_.add_argument("--mode", choices=("check", "build"), default="check")
+    compile_.add_argument(
+        "--mode",
+        choices=("check", "build", "quick"),
+        default="check",
+        help="check: nvcc's front end; build: the shared library; quick: clang's host-side "
+        "check first (about a second with a warm preamble), then nvcc's check",
+    )
     compile_.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     compile_.add_argument("--nvcc", default="nvcc", help="nvcc to run (default: from PATH)")
     compile_.add_argument("--arch", help="override the instance's arch, e.g. 90a or 80")
@@ -103,6 +109,9 @@ def _parser() -> argparse.ArgumentParser:
     compile_.add_argument("--timeout", type=float, default=600.0, help="seconds (default 600)")
     compile_.add_argument("--output", "-o", type=Path, help="copy the built library here")
     compile_.add_argument("--log", action="store_true", help="print nvcc's full output")
+    compile_.add_argument(
+        "--clang", help="clang for --mode quick (default: clang++-19, then clang++, from PATH)"
+    )
     _add_extra_root(compile_)
     _add_render_limits(compile_)
     compile_.set_defaults(func=cmd_compile)
@@ -365,13 +374,16 @@ def cmd_compile(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     _kill_children_on_exit(grace_s=None)
     options = CompileOptions(
-        mode=args.mode,
+        mode="check" if args.mode == "quick" else args.mode,
         nvcc=_absolute_if_path(args.nvcc),
         arch=args.arch,
         opt_level=args.opt,
         timeout_s=args.timeout,
+        clang=_absolute_if_path(args.clang) if args.clang else None,
     )
-    with Spinner(f"kls: {args.mode} {spec.name}") as spinner:
+    if args.mode == "quick":
+        _quick_tier(spec, options)
+    with Spinner(f"kls: {options.mode} {spec.name}") as spinner:
         result = compile_instance(spec, options, on_nvcc_start=spinner.start_nvcc)
     for f in result.findings:
         print(f.format_line())
@@ -379,13 +391,34 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print(result.log, file=sys.stderr)
     how = "cached" if result.cached else f"{result.seconds:.1f} s"
     status = "ok" if result.ok else "failed"
-    print(f"kls: {args.mode} of {spec.name} {status} ({how})", file=sys.stderr)
+    verdict = " (nvcc's verdict)" if args.mode == "quick" else ""
+    print(f"kls: {options.mode} of {spec.name} {status} ({how}){verdict}", file=sys.stderr)
     if result.ok and args.output and result.artifact:
         import shutil
 
         shutil.copyfile(result.artifact, args.output)
         print(f"kls: wrote {args.output}", file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_FINDINGS
+
+
+def _quick_tier(spec: InstanceSpec, options: CompileOptions) -> None:
+    """The quick tier's findings, printed before nvcc starts (its notice instead when clang
+    is missing or cannot handle the template)."""
+    from kls.compile.quick import quick_check
+
+    result = quick_check(spec, options)
+    if result.notice:
+        print(f"kls: {result.notice}", file=sys.stderr, flush=True)
+        return
+    for f in result.findings:
+        print(f.format_line(), flush=True)
+    status = "ok" if result.ok else f"{len(result.errors)} error(s)"
+    print(
+        f"kls: quick check (clang) of {spec.name}: {status} ({result.seconds:.1f} s); "
+        "nvcc's check follows",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _absolute_if_path(program: str) -> str:

@@ -99,6 +99,12 @@ RULES: dict[str, Rule] = {
         Rule("KT603", "nvcc-timeout", _E, "nvcc ran past the compile timeout"),
         Rule("KT604", "nvcc-missing", _E, "nvcc is missing or unusable"),
         Rule("KT605", "cutlass-missing", _E, "the CUTLASS headers are missing"),
+        Rule(
+            "KT606",
+            "quick-check-error",
+            _E,
+            "the quick check (clang, host side) reported an error; nvcc's verdict replaces it",
+        ),
         Rule("KT700", "benchmark", Severity.INFO, "the last benchmark of the active instance"),
         Rule("KT701", "benchmark-failed", _E, "the benchmark failed: wrong result, crash, ..."),
     )

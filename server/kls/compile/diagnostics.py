@@ -27,6 +27,12 @@ GCC = re.compile(
     r": (?P<msg>.*)$"
 )
 AT_LINE = re.compile(r'at line (\d+) of "?([^"\s]+?)"?\s*$')
+# clang: `file:LINE:COL: note: in instantiation of ... requested here` (innermost first).
+CLANG_SITE = re.compile(
+    r"^(?P<file>[^:\s][^:]*):(?P<line>\d+):(?:\d+:)? note: (?:in instantiation of|in "
+    r"evaluation of|while substituting|in call to|during template argument deduction|"
+    r"(?:.* )?requested here)"
+)
 # EDG's detail lines under a message, e.g. "            argument types are: (float *, int)",
 # "operand types are: float + at::BFloat16", "object type is: const T".
 DETAIL = re.compile(r"^\s{4,}(?P<text>[a-z][\w ]*? (?:is|are): .+?)\s*$")
@@ -83,15 +89,63 @@ def parse_nvcc(log: str) -> list[NvccMessage]:
     return messages
 
 
+@dataclass(frozen=True)
+class Tool:
+    """Who reported a message: how its findings are labelled (code, message prefix, source)."""
+
+    name: str  # the editor's diagnostic source
+    prefix: str
+    error_code: str
+    warning_code: str
+
+
+NVCC = Tool("nvcc", "nvcc", "KT601", "KT602")
+CLANG = Tool("clang", "quick check (clang)", "KT606", "KT606")
+
+
+def parse_clang(log: str) -> list[NvccMessage]:
+    """clang's `file:LINE:COL: error: text` messages, each with the instantiation chain that
+    its notes name (so an error inside a CUTLASS header comes home to the template line that
+    instantiated it, as nvcc's `detected during ... at line N` does)."""
+    messages: list[NvccMessage] = []
+    for line in log.splitlines():
+        m = GCC.match(line)
+        if m is not None:
+            col = m.group("col")
+            messages.append(
+                NvccMessage(
+                    m.group("file"),
+                    int(m.group("line")),
+                    m.group("sev"),
+                    m.group("msg").strip(),
+                    int(col) - 1 if col else None,
+                )
+            )
+            continue
+        site = CLANG_SITE.match(line)
+        if site is not None and messages:
+            messages[-1].sites.append((site.group("file"), int(site.group("line"))))
+    return messages
+
+
+def is_mappable(msg: NvccMessage, source: Path) -> bool:
+    """The message is on a line of the compiled file or names one in its instantiation chain."""
+    return _is_source(msg.file, source) or any(_is_source(f, source) for f, _ in msg.sites)
+
+
 def map_messages(
-    messages: list[NvccMessage], source: Path, render: RenderResult, limit: int = MAX_FINDINGS
+    messages: list[NvccMessage],
+    source: Path,
+    render: RenderResult,
+    limit: int = MAX_FINDINGS,
+    tool: Tool = NVCC,
 ) -> list[Finding]:
     """Findings on template lines; the first error first, duplicates dropped, count capped."""
     findings: list[Finding] = []
     seen: set[tuple[str, int, str]] = set()
     ordered = [m for m in messages if m.is_error] + [m for m in messages if not m.is_error]
     for msg in ordered:
-        finding = _map_one(msg, source, render)
+        finding = _map_one(msg, source, render, tool)
         if finding is None:
             continue
         key = (finding.path, finding.range.start.line, finding.message)
@@ -108,7 +162,7 @@ def _is_source(file: str, source: Path) -> bool:
     return file == str(source) or Path(file).name == source.name
 
 
-def _map_one(msg: NvccMessage, source: Path, render: RenderResult) -> Finding | None:
+def _map_one(msg: NvccMessage, source: Path, render: RenderResult, tool: Tool) -> Finding | None:
     if not msg.is_error and not _is_source(msg.file, source):
         return None  # warnings inside CUTLASS headers are noise for the template author
     text = msg.text if len(msg.text) <= MAX_MESSAGE else msg.text[:MAX_MESSAGE] + " …"
@@ -128,7 +182,7 @@ def _map_one(msg: NvccMessage, source: Path, render: RenderResult) -> Finding | 
         header = Range.of_line(max(msg.line - 1, 0))
         related = (Related(msg.file, header, f"{msg.severity} reported here"),)
         text = f"{text} (in {Path(msg.file).name}:{msg.line})"
-    code = "KT601" if msg.is_error else "KT602"
+    code = tool.error_code if msg.is_error else tool.warning_code
     severity = Severity.ERROR if msg.is_error else Severity.WARNING
     origin = (
         render.source_map.origin(rendered_line)
@@ -137,12 +191,19 @@ def _map_one(msg: NvccMessage, source: Path, render: RenderResult) -> Finding | 
     )
     if origin is None:
         path = str(render.instance.template)
+        message = f"{tool.prefix}: {text}"
         return Finding(
-            code, severity, Range.of_line(0), f"nvcc: {text}", path, related=related, source="nvcc"
+            code, severity, Range.of_line(0), message, path, related=related, source=tool.name
         )
     rng = _template_range(render, rendered_line or 0, origin.path, origin.line, column)
     return Finding(
-        code, severity, rng, f"nvcc: {text}", origin.path, related=related, source="nvcc"
+        code,
+        severity,
+        rng,
+        f"{tool.prefix}: {text}",
+        origin.path,
+        related=related,
+        source=tool.name,
     )
 
 

@@ -92,6 +92,7 @@ class CompileOptions:
     opt_level: str = "-O1"
     extra_flags: tuple[str, ...] = ()
     timeout_s: float = 600.0
+    clang: str | None = None  # the quick tier's clang (kls.clangPath / --clang); None: PATH
 
 
 @dataclass
@@ -107,6 +108,8 @@ class CompileResult:
     command: list[str] = field(default_factory=list)
     key: str | None = None
     rendered: RenderResult | None = None  # the render that was compiled (its C parameters too)
+    # The quick tier only: why it did not run (clang missing or unable), said once to the user.
+    notice: str | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -169,7 +172,7 @@ def _compile_instance(
     )
     key = compile_key(
         source_text,
-        _portable(neutral[1:], toolchain, project),
+        portable_command(neutral[1:], toolchain, project),
         toolchain.nvcc_version,
         nvcc_environment(),
     )
@@ -212,7 +215,7 @@ def _compile_instance(
     return result
 
 
-def _portable(command: list[str], tc: Toolchain, project: Path) -> list[str]:
+def portable_command(command: list[str], tc: Toolchain, project: Path) -> list[str]:
     """The command without machine-specific include paths: the same compile elsewhere (same
     nvcc) has the same key, so a cache can travel; the recorded dependencies, resolved against
     this machine's CUTLASS tree and template folder, decide whether the entry still holds."""
@@ -271,7 +274,7 @@ class _NvccRun:
         tmp_output = self.folder / f".{self.output_name}.partial"
         started_ns = time.time_ns()
         started = time.monotonic()
-        output_text, returncode = _run_in_own_group(
+        output_text, returncode = run_in_own_group(
             self.command(tmp_output), self.folder, self.options.timeout_s, cancel, on_start
         )
         seconds = time.monotonic() - started
@@ -296,16 +299,18 @@ class _NvccRun:
         return Entry(ok, returncode, output_text, seconds, artifact, deps)
 
 
-def _run_in_own_group(
+def run_in_own_group(
     command: list[str],
     cwd: Path,
     timeout: float,
     cancel: threading.Event | None,
     on_start: Callable[[], None] | None,
+    nice: int = 0,
 ) -> tuple[str | None, int]:
     """(output, returncode) of `command`, or (None, -1) on timeout. It runs in a new session:
     a cancel, Ctrl-C (KeyboardInterrupt here) or any other exception kills nvcc and every
-    child (cicc, ptxas, gcc) as a group. Raises CompileCancelled if cancelled or exiting."""
+    child (cicc, ptxas, gcc) as a group. Raises CompileCancelled if cancelled or exiting.
+    `nice` lowers its CPU priority (background work: clang's preamble builds)."""
     if CHILDREN.closed:
         raise CompileCancelled()
     try:
@@ -323,6 +328,9 @@ def _run_in_own_group(
     try:
         if not CHILDREN.add(proc.pid):
             raise CompileCancelled()
+        if nice:
+            with contextlib.suppress(OSError):
+                os.setpriority(os.PRIO_PROCESS, proc.pid, nice)
         if on_start is not None:
             on_start()
         output = _wait(proc, timeout, cancel)
