@@ -505,3 +505,22 @@ def test_a_python_file_beyond_the_bound_is_one_finding(tmp_path: Path) -> None:
     huge = 'T = "// {{ kernel_name }}"\n' + "#" * (MAX_PYTHON_BYTES + 1) + "\n"
     [finding] = check_file(py, text=huge, instances=load_instances(config)).findings
     assert finding.code == "KT105" and "larger than" in finding.message
+
+
+def test_the_python_file_is_never_run(tmp_path: Path) -> None:
+    """Checking and rendering a constant never executes the module: its top-level code, which
+    would write a marker file, does not run (nor in the render worker)."""
+    marker = tmp_path / "RAN"
+    config = _project(
+        tmp_path,
+        f"""\
+        import pathlib
+        pathlib.Path({str(marker)!r}).write_text("ran")
+        BODY = "// {{{{ kernel_name }}}}\\n"
+        """,
+        "t.py::BODY",
+    )
+    instances = load_instances(config)
+    result = check_file(tmp_path / "t.py", instances=instances)
+    assert result.renders["a"].ok and result.renders["a"].text == "// kls_a"
+    assert not marker.exists()
