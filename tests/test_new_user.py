@@ -478,3 +478,55 @@ def test_bench_without_any_reference_says_how_to_give_one(
     report = run.benchmark_instance(spec, run.BenchOptions())
     assert not report.ok and 'reference = "refs.py:add"' in report.message
     assert '"none" to time without verifying' in report.message
+
+
+# -- 9: kls init -------------------------------------------------------------------------
+def test_init_writes_a_project_that_checks_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "mine"
+    assert main(["init", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "kls check ." in out and "kls bench add.cu.jinja -i add_bf16" in out
+    assert sorted(p.name for p in folder.iterdir()) == ["add.cu.jinja", "kls.toml", "refs.py"]
+    assert main(["check", str(folder)]) == 0
+    err = capsys.readouterr().err
+    assert "0 error(s), 0 warning(s); 2 instance(s) rendered" in err
+    toml = (folder / "kls.toml").read_text()
+    assert toml.count("\n#") > 10  # commented
+    assert main(["init", str(folder)]) == 2  # never overwrites
+    assert "never overwrites" in capsys.readouterr().err
+
+
+def test_init_gemm_is_todays_inductor_template(tmp_path: Path) -> None:
+    from tests.conftest import TEMPLATES
+
+    folder = tmp_path / "g"
+    assert main(["init", "--gemm", str(folder)]) == 0
+    for name in ("gemm_cutlass3x.cu.jinja", "gemm_args_cutlass3x.cuh.jinja"):
+        assert (folder / name).read_bytes() == (TEMPLATES / "inductor" / name).read_bytes()
+    from kls.checks import check_paths
+
+    result = check_paths([folder])
+    assert result.findings == [] and list(result.renders) == ["gemm_bf16_4096"]
+    spec = result.renders["gemm_bf16_4096"].instance
+    assert spec.profile == "torch-2.11" and spec.kind == "cutlass_gemm" and spec.reference == "gemm"
+
+
+def test_init_reference_verifies_the_add_on_the_cpu(tmp_path: Path) -> None:
+    from kls.bench.reference import load_reference, verify_user
+
+    main(["init", str(tmp_path)])
+    inputs, outputs = add_case("bfloat16")
+    assert verify_user(load_reference(f"{tmp_path / 'refs.py'}:add"), inputs, outputs, None).ok
+
+
+@pytest.mark.nvcc
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_init_compiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KLS_CACHE_DIR", str(tmp_path / "cache"))
+    main(["init", str(tmp_path / "p")])
+    assert main(["check", "--compile", str(tmp_path / "p")]) == 0
+    assert "2/2 compiled by nvcc" in capsys.readouterr().err

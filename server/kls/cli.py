@@ -1,4 +1,4 @@
-"""The `kls` command line: check, instances, render, rules, serve."""
+"""The `kls` command line: init, check, instances, render, compile, bench, rules, serve."""
 
 from __future__ import annotations
 
@@ -72,6 +72,18 @@ def _parser() -> argparse.ArgumentParser:
     _add_render_limits(check)
     check.set_defaults(func=cmd_check)
 
+    init = sub.add_parser(
+        "init", help="write a kls.toml and a template that check, compile and benchmark"
+    )
+    init.add_argument("folder", nargs="?", type=Path, default=Path("."))
+    init.add_argument(
+        "--gemm",
+        action="store_true",
+        help="a CUTLASS 3.x GEMM in today's Inductor style (torch 2.11's templates) instead of "
+        "an elementwise add",
+    )
+    init.set_defaults(func=cmd_init)
+
     instances = sub.add_parser("instances", help="list the instances declared for a template")
     instances.add_argument("template", type=Path)
     instances.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
@@ -127,6 +139,28 @@ def _parser() -> argparse.ArgumentParser:
     _add_extra_root(bench)
     _add_render_limits(bench)
     bench.set_defaults(func=cmd_bench)
+
+    tune = sub.add_parser(
+        "tune", help="find the best CUTLASS op and variables for an instance (docs/TUNING.md)"
+    )
+    tune.add_argument("template", type=Path)
+    tune.add_argument("--instance", "-i", required=True)
+    tune.add_argument(
+        "--limit", type=_bounded(int, 1, 100000), metavar="N",
+        help="build N candidates spread evenly over the compatible ops (reproducible)",
+    )  # fmt: skip
+    tune.add_argument("--build-only", action="store_true", help="stop after the builds (no GPU)")
+    tune.add_argument("--executor", choices=("local", "ray"), default="local")
+    tune.add_argument("--ray-address", metavar="ADDR", help="a Ray cluster (default: start one)")
+    tune.add_argument("--json", action="store_true", help="machine-readable output")
+    tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
+    tune.add_argument("--jobs", type=_bounded(int, 1, 1024), metavar="N",
+                      help="local builds at a time (default: from cores and free memory)")  # fmt: skip
+    tune.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    tune.add_argument("--nvcc", default="nvcc")
+    _add_extra_root(tune)
+    _add_render_limits(tune)
+    tune.set_defaults(func=cmd_tune)
 
     cache = sub.add_parser("cache", help="the compile cache")
     cache.add_argument("action", choices=("info", "clear"))
@@ -272,6 +306,19 @@ def _static_only_note(paths: list[Path]) -> str:
         "kls: only the static checks ran: kls.toml declares no instance of these templates "
         "(add [instances.NAME] with template = ... and its tensors)"
     )
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from kls.scaffold import InitError, init, next_steps
+
+    kind = "gemm" if args.gemm else "default"
+    try:
+        init(args.folder, kind)
+    except (InitError, OSError) as exc:
+        print(f"kls: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(next_steps(args.folder, kind))
+    return EXIT_OK
 
 
 def _order(f: Finding) -> tuple[str, int, int, str]:
@@ -480,6 +527,20 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_json() for r in reports], indent=2))
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FINDINGS
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from kls.tune.command import run
+
+    spec = _selected_instance(args)
+    if spec is None:
+        return EXIT_USAGE
+    _kill_children_on_exit(grace_s=None)
+    if args.limit is not None:
+        args.limit = int(args.limit)
+    if args.jobs is not None:
+        args.jobs = int(args.jobs)
+    return run(args, spec)
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

@@ -305,7 +305,7 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
     if body is None:
         return
     start, end = body
-    outer = _outermost(text, start + 1, end)
+    outer = _outermost(_blank_comments(text[: end + 1]), start + 1, end)
     for param in kernel.params():
         decl = re.compile(
             rf"(?<![\w.>:])([A-Za-z_][\w:]*(?:<[^;{{}}()]*>)?)[\s*&]+(?:const\s+)?[*&]*\s*"
@@ -323,6 +323,14 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
                 "a parameter of the signature (def_kernel's names_str); rename one of them",
             )
             break
+
+
+COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOTALL)
+
+
+def _blank_comments(text: str) -> str:
+    """Comments and string literals as spaces (offsets and newlines kept)."""
+    return COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
 
 
 def _outermost(text: str, start: int, end: int) -> str:
