@@ -12,6 +12,20 @@ import {
 } from "vscode-languageclient/node";
 
 import { PushDiagnosticsOnly } from "./logic/diagnostics";
+import {
+  BENCHMARK_COMMAND,
+  CANCEL_COMMAND,
+  COMPILE_COMMAND,
+  PREVIEW_REQUEST,
+  SELECT_INSTANCE_COMMAND,
+  type BenchmarkAnswer,
+  type CancelAnswer,
+  type CompileAnswer,
+  type CompileMode,
+  type PreviewAnswer,
+  type SelectInstanceAnswer,
+} from "./logic/protocol";
+import { SingleFlight } from "./logic/singleFlight";
 import { pythonDocumentFilters, pythonFilesNamed, sameFiles } from "./logic/pythonFiles";
 import { chooseInterpreter, importCheckArgs, installArgs } from "./logic/python";
 import { PREVIEW_SCHEME, parsePreviewUri, previewAffectedBy, previewUriString } from "./logic/preview";
@@ -25,77 +39,205 @@ const LENS_REWRITES: Record<string, string> = {
   "kls.selectInstance": "kls.pickInstance",
 };
 
-let client: LanguageClient | undefined;
-let output: vscode.OutputChannel;
-let statusItem: vscode.StatusBarItem;
-let serverState: ServerState = "starting";
-let activeInstance: string | undefined;
-const jobs: string[] = [];
-const previewChanged = new vscode.EventEmitter<vscode.Uri>();
-const openPreviews = new Map<string, vscode.Uri>();
+/** The part of the Python extension's API kls reads. */
+interface PythonApi {
+  environments?: {
+    getActiveEnvironmentPath?: () => { path?: unknown } | undefined;
+    onDidChangeActiveEnvironmentPath?: vscode.Event<unknown>;
+  };
+}
+
+let output: vscode.LogOutputChannel;
+let status: StatusController;
+let previews: PreviewController;
+let controller: ClientController;
 // Python files whose string constants kls.toml names as templates (file.py::CONSTANT).
 let namedPythonFiles: string[] = [];
 
+/** The status bar item and what it shows: server state, active instance, running jobs. */
+class StatusController implements vscode.Disposable {
+  private readonly item = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
+  private state: ServerState = "starting";
+  instance: string | undefined;
+  readonly jobs: string[] = [];
+
+  constructor() {
+    this.item.command = "kls.statusClick";
+  }
+
+  setState(state: ServerState): void {
+    this.state = state;
+    this.render();
+  }
+
+  render(): void {
+    const input = { instance: this.instance, state: this.state, jobs: this.jobs };
+    this.item.text = statusText(input);
+    this.item.tooltip = statusTooltip(input);
+    this.item.show();
+  }
+
+  dispose(): void {
+    this.item.dispose();
+  }
+}
+
+/** Open preview documents and their refresh when a template they read changes. */
+class PreviewController implements vscode.Disposable {
+  readonly changed = new vscode.EventEmitter<vscode.Uri>();
+  readonly open = new Map<string, vscode.Uri>(); // preview URI -> template URI
+  private timer: NodeJS.Timeout | undefined;
+
+  scheduleRefresh(document: vscode.TextDocument): void {
+    if (document.uri.scheme !== "file" || this.open.size === 0) {
+      return;
+    }
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => {
+      for (const [key, template] of this.open) {
+        if (previewAffectedBy({ templatePath: template.fsPath }, document.uri.fsPath)) {
+          this.changed.fire(vscode.Uri.parse(key));
+        }
+      }
+    }, 50);
+  }
+
+  refreshAll(): void {
+    for (const key of this.open.keys()) {
+      this.changed.fire(vscode.Uri.parse(key));
+    }
+  }
+
+  dispose(): void {
+    clearTimeout(this.timer);
+    this.changed.dispose();
+  }
+}
+
+/**
+ * The language client's life: one at a time. Restarts are single-flight (a trust grant and a
+ * settings change together restart once more, not twice in parallel); a stop that fails
+ * (the server already gone) is logged, and the old client is disposed before a new one starts.
+ */
+class ClientController implements vscode.Disposable {
+  client: LanguageClient | undefined;
+  private readonly flight: SingleFlight;
+
+  constructor() {
+    this.flight = new SingleFlight(() => this.replace());
+  }
+
+  restart(): Promise<void> {
+    return this.flight.run();
+  }
+
+  private async replace(): Promise<void> {
+    await this.stop();
+    await start();
+  }
+
+  async stop(): Promise<void> {
+    const old = this.client;
+    this.client = undefined;
+    if (!old) {
+      return;
+    }
+    try {
+      if (old.state !== State.Stopped) {
+        await old.stop();
+      }
+    } catch (error) {
+      output.warn(`kls: stopping the language server failed: ${error}`);
+    }
+    try {
+      await old.dispose();
+    } catch (error) {
+      output.warn(`kls: disposing the language client failed: ${error}`);
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
-  output = vscode.window.createOutputChannel("kls");
-  statusItem = vscode.window.createStatusBarItem(vscode.StatusBarAlignment.Left, 50);
-  statusItem.command = "kls.statusClick";
-  context.subscriptions.push(output, statusItem, previewChanged);
+  output = vscode.window.createOutputChannel("kls", { log: true });
+  status = new StatusController();
+  previews = new PreviewController();
+  controller = new ClientController();
+  context.subscriptions.push(output, status, previews, controller);
+  const restart = (): Promise<void> => controller.restart();
   context.subscriptions.push(
     vscode.workspace.registerTextDocumentContentProvider(PREVIEW_SCHEME, {
-      onDidChange: previewChanged.event,
+      onDidChange: previews.changed.event,
       provideTextDocumentContent: providePreview,
     }),
     vscode.commands.registerCommand("kls.openPreview", openPreview),
     vscode.commands.registerCommand("kls.pickInstance", pickInstance),
     vscode.commands.registerCommand("kls.statusClick", statusClick),
     vscode.commands.registerCommand("kls.cancelJobs", () => cancelJobs()),
-    vscode.commands.registerCommand("kls.compileActive", () => runJob("kls.compile", "check")),
-    vscode.commands.registerCommand("kls.buildActive", () => runJob("kls.compile", "build")),
-    vscode.commands.registerCommand("kls.benchmarkActive", () => runJob("kls.benchmark")),
-    vscode.commands.registerCommand("kls.restartServer", () => restart(context)),
-    vscode.commands.registerCommand("kls.installServer", () => installServer(context)),
+    vscode.commands.registerCommand("kls.compileActive", () => runJob(COMPILE_COMMAND, "check")),
+    vscode.commands.registerCommand("kls.buildActive", () => runJob(COMPILE_COMMAND, "build")),
+    vscode.commands.registerCommand("kls.benchmarkActive", () => runJob(BENCHMARK_COMMAND)),
+    vscode.commands.registerCommand("kls.restartServer", restart),
+    vscode.commands.registerCommand("kls.installServer", installServer),
     vscode.commands.registerCommand("kls.showOutput", () => output.show()),
-    vscode.workspace.onDidChangeTextDocument((e) => schedulePreviewRefresh(e.document)),
+    vscode.workspace.onDidChangeTextDocument((e) => previews.scheduleRefresh(e.document)),
     vscode.window.onDidChangeActiveTextEditor(() => void refreshInstance()),
-    vscode.workspace.onDidGrantWorkspaceTrust(() => void restart(context)),
+    vscode.workspace.onDidGrantWorkspaceTrust(() => void restart()),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration("kls.python.interpreterPath") || e.affectsConfiguration("kls.files.pythonPatterns")) {
-        void restart(context);
+        void restart();
       }
     }),
-    watchNamedPythonFiles(context),
+    watchNamedPythonFiles(),
   );
-  await start(context);
+  await watchInterpreter(context);
+  await controller.restart();
 }
 
 export async function deactivate(): Promise<void> {
-  await client?.stop();
+  await controller?.stop();
 }
 
-function setState(state: ServerState): void {
-  serverState = state;
-  renderStatus();
-}
-
-function renderStatus(): void {
-  const input = { instance: activeInstance, state: serverState, jobs };
-  statusItem.text = statusText(input);
-  statusItem.tooltip = statusTooltip(input);
-  statusItem.show();
-}
-
-async function pythonExtensionInterpreter(): Promise<string | undefined> {
+/** The Python extension's API, when it is installed (it reports the active interpreter). */
+async function pythonExtensionApi(): Promise<PythonApi | undefined> {
   const extension = vscode.extensions.getExtension("ms-python.python");
   if (!extension) {
     return undefined;
   }
   try {
-    const api = extension.isActive ? extension.exports : await extension.activate();
-    const active = api?.environments?.getActiveEnvironmentPath?.();
+    return (extension.isActive ? extension.exports : await extension.activate()) as PythonApi;
+  } catch (error) {
+    output.warn(`Python extension did not load: ${error}`);
+    return undefined;
+  }
+}
+
+/** Restart kls when the Python extension's interpreter changes (and kls follows it). */
+async function watchInterpreter(context: vscode.ExtensionContext): Promise<void> {
+  const event = (await pythonExtensionApi())?.environments?.onDidChangeActiveEnvironmentPath;
+  if (typeof event !== "function") {
+    return;
+  }
+  context.subscriptions.push(
+    event(() => {
+      const setting = vscode.workspace.getConfiguration("kls").get<string>("python.interpreterPath");
+      if (!setting) {
+        output.info("kls: the Python interpreter changed; restarting the language server");
+        void controller.restart();
+      }
+    }),
+  );
+}
+
+async function pythonExtensionInterpreter(): Promise<string | undefined> {
+  try {
+    const active = (await pythonExtensionApi())?.environments?.getActiveEnvironmentPath?.();
     return typeof active?.path === "string" ? active.path : undefined;
   } catch (error) {
-    output.appendLine(`Python extension did not report an interpreter: ${error}`);
+    output.warn(`Python extension did not report an interpreter: ${error}`);
     return undefined;
   }
 }
@@ -111,30 +253,31 @@ function run(command: string, args: string[]): Promise<{ ok: boolean; out: strin
 async function interpreter(): Promise<string> {
   const setting = vscode.workspace.getConfiguration("kls").get<string>("python.interpreterPath");
   const choice = chooseInterpreter(setting, await pythonExtensionInterpreter());
-  output.appendLine(`Python for kls: ${choice.path} (from ${choice.source})`);
+  output.info(`Python for kls: ${choice.path} (from ${choice.source})`);
   return choice.path;
 }
 
-async function start(context: vscode.ExtensionContext): Promise<void> {
-  setState("starting");
+/** Start a client (ClientController.restart calls this, one at a time). */
+async function start(): Promise<void> {
+  status.setState("starting");
   const python = await interpreter();
   const check = await run(python, importCheckArgs());
   if (!check.ok) {
-    setState("missing");
-    output.appendLine(`kls is not importable by ${python}:\n${check.out}`);
+    status.setState("missing");
+    output.error(`kls is not importable by ${python}:\n${check.out}`);
     const choice = await vscode.window.showWarningMessage(
       `kls is not installed in ${python}. Install it there, or set kls.python.interpreterPath.`,
       "Install kls",
       "Open Settings",
     );
     if (choice === "Install kls") {
-      await installServer(context);
+      void installServer(); // it restarts the client when pip is done
     } else if (choice === "Open Settings") {
       await vscode.commands.executeCommand("workbench.action.openSettings", "kls.python");
     }
     return;
   }
-  output.appendLine(`kls ${check.out.trim()} found`);
+  output.info(`kls ${check.out.trim()} found`);
   const command = serverCommand(python);
   const serverOptions: ServerOptions = { command: command.command, args: command.args };
   const patterns = vscode.workspace
@@ -194,19 +337,21 @@ async function start(context: vscode.ExtensionContext): Promise<void> {
       },
     },
   };
-  client = new LanguageClient("kls", "kls", serverOptions, clientOptions);
+  const client = new LanguageClient("kls", "kls", serverOptions, clientOptions);
   // Pushed diagnostics only: pulling as well showed every finding twice (logic/diagnostics.ts).
   client.registerFeature(new PushDiagnosticsOnly());
   client.onDidChangeState((e) => {
-    setState(e.newState === State.Running ? "running" : e.newState === State.Starting ? "starting" : "stopped");
+    if (controller.client === client) {
+      status.setState(e.newState === State.Running ? "running" : e.newState === State.Starting ? "starting" : "stopped");
+    }
   });
-  context.subscriptions.push(client);
+  controller.client = client;
   try {
     await client.start();
     await refreshInstance();
   } catch (error) {
-    setState("stopped");
-    output.appendLine(`kls serve failed to start: ${error}`);
+    status.setState("stopped");
+    output.error(`kls serve failed to start: ${error}`);
     void vscode.window.showErrorMessage("kls: the language server failed to start (see Output › kls).");
   }
 }
@@ -220,18 +365,18 @@ async function findNamedPythonFiles(): Promise<string[]> {
       const text = Buffer.from(await vscode.workspace.fs.readFile(config)).toString("utf8");
       pythonFilesNamed(config.fsPath, text).forEach((file) => found.add(file));
     } catch (error) {
-      output.appendLine(`kls: cannot read ${config.fsPath}: ${error}`);
+      output.warn(`kls: cannot read ${config.fsPath}: ${error}`);
     }
   }
   return [...found].sort();
 }
 
 /** When kls.toml names other Python files, restart the client with the new selector. */
-function watchNamedPythonFiles(context: vscode.ExtensionContext): vscode.Disposable {
+function watchNamedPythonFiles(): vscode.Disposable {
   const watcher = vscode.workspace.createFileSystemWatcher("**/{kls.toml,pyproject.toml}");
   const check = async (): Promise<void> => {
-    if (client && !sameFiles(await findNamedPythonFiles(), namedPythonFiles)) {
-      await restart(context);
+    if (controller.client && !sameFiles(await findNamedPythonFiles(), namedPythonFiles)) {
+      await controller.restart();
     }
   };
   watcher.onDidChange(() => void check());
@@ -240,15 +385,7 @@ function watchNamedPythonFiles(context: vscode.ExtensionContext): vscode.Disposa
   return watcher;
 }
 
-async function restart(context: vscode.ExtensionContext): Promise<void> {
-  if (client) {
-    await client.stop();
-    client = undefined;
-  }
-  await start(context);
-}
-
-async function installServer(context: vscode.ExtensionContext): Promise<void> {
+async function installServer(): Promise<void> {
   if (!vscode.workspace.isTrusted) {
     void vscode.window.showWarningMessage("kls: installing packages is off in an untrusted workspace.");
     return;
@@ -259,12 +396,12 @@ async function installServer(context: vscode.ExtensionContext): Promise<void> {
     { location: vscode.ProgressLocation.Notification, title: `Installing kls into ${python}` },
     () => run(python, installArgs(source)),
   );
-  output.appendLine(result.out);
+  output.info(result.out);
   if (!result.ok) {
     void vscode.window.showErrorMessage("kls: pip install failed (see Output › kls).");
     return;
   }
-  await restart(context);
+  await controller.restart();
 }
 
 function templateUri(arg?: unknown): vscode.Uri | undefined {
@@ -284,9 +421,9 @@ async function openPreview(arg?: unknown, instance?: unknown): Promise<void> {
     void vscode.window.showInformationMessage("kls: open a CUDA Jinja template first.");
     return;
   }
-  const chosen = typeof instance === "string" ? instance : activeInstance;
+  const chosen = typeof instance === "string" ? instance : status.instance;
   const previewUri = vscode.Uri.parse(previewUriString(uri.fsPath, chosen));
-  openPreviews.set(previewUri.toString(), uri);
+  previews.open.set(previewUri.toString(), uri);
   const document = await vscode.workspace.openTextDocument(previewUri);
   await vscode.languages.setTextDocumentLanguage(document, "cuda-cpp").then(
     undefined,
@@ -297,60 +434,40 @@ async function openPreview(arg?: unknown, instance?: unknown): Promise<void> {
 
 async function providePreview(uri: vscode.Uri): Promise<string> {
   const target = parsePreviewUri(uri.scheme, uri.path, uri.query);
+  const client = controller.client;
   if (!target || !client) {
     return "// kls: the language server is not running";
   }
-  const answer = await client.sendRequest<{ text: string | null; error: string | null }>("kls/preview", {
+  const answer = await client.sendRequest<PreviewAnswer>(PREVIEW_REQUEST, {
     uri: vscode.Uri.file(target.templatePath).toString(),
     instance: target.instance,
   });
   return answer.text ?? `// kls: ${answer.error ?? "this instance does not render"}\n`;
 }
 
-let previewTimer: NodeJS.Timeout | undefined;
-function schedulePreviewRefresh(document: vscode.TextDocument): void {
-  if (document.uri.scheme !== "file" || openPreviews.size === 0) {
-    return;
-  }
-  clearTimeout(previewTimer);
-  previewTimer = setTimeout(() => {
-    for (const [key, template] of openPreviews) {
-      const target = { templatePath: template.fsPath };
-      if (previewAffectedBy(target, document.uri.fsPath)) {
-        previewChanged.fire(vscode.Uri.parse(key));
-      }
-    }
-  }, 50);
-}
-
-interface InstanceAnswer {
-  ok: boolean;
-  active?: string | null;
-  instances: string[];
-  error?: string;
-}
-
 async function refreshInstance(): Promise<void> {
   const uri = templateUri();
+  const client = controller.client;
   if (!client || !uri) {
-    renderStatus();
+    status.render();
     return;
   }
-  const answer = await client.sendRequest<InstanceAnswer>("workspace/executeCommand", {
-    command: "kls.selectInstance",
+  const answer = await client.sendRequest<SelectInstanceAnswer>("workspace/executeCommand", {
+    command: SELECT_INSTANCE_COMMAND,
     arguments: [uri.toString()],
   });
-  activeInstance = answer.active ?? undefined;
-  renderStatus();
+  status.instance = answer.active ?? undefined;
+  status.render();
 }
 
 async function pickInstance(arg?: unknown): Promise<void> {
   const uri = templateUri(arg);
+  const client = controller.client;
   if (!client || !uri) {
     return;
   }
-  const answer = await client.sendRequest<InstanceAnswer>("workspace/executeCommand", {
-    command: "kls.selectInstance",
+  const answer = await client.sendRequest<SelectInstanceAnswer>("workspace/executeCommand", {
+    command: SELECT_INSTANCE_COMMAND,
     arguments: [uri.toString()],
   });
   if (answer.instances.length === 0) {
@@ -364,22 +481,20 @@ async function pickInstance(arg?: unknown): Promise<void> {
     return;
   }
   await client.sendRequest("workspace/executeCommand", {
-    command: "kls.selectInstance",
+    command: SELECT_INSTANCE_COMMAND,
     arguments: [uri.toString(), picked],
   });
-  activeInstance = picked;
-  renderStatus();
-  for (const key of openPreviews.keys()) {
-    previewChanged.fire(vscode.Uri.parse(key));
-  }
+  status.instance = picked;
+  status.render();
+  previews.refreshAll();
 }
 
 async function statusClick(): Promise<void> {
-  if (jobs.length === 0) {
+  if (status.jobs.length === 0) {
     await pickInstance();
     return;
   }
-  const cancel = `Cancel ${jobs.join(", ")}`;
+  const cancel = `Cancel ${status.jobs.join(", ")}`;
   const choice = await vscode.window.showQuickPick([cancel, "Select active instance"]);
   if (choice === cancel) {
     await cancelJobs();
@@ -390,17 +505,19 @@ async function statusClick(): Promise<void> {
 
 async function cancelJobs(arg?: unknown): Promise<void> {
   const uri = templateUri(arg);
+  const client = controller.client;
   if (!client || !uri) {
     return;
   }
-  await client.sendRequest("workspace/executeCommand", {
-    command: "kls.cancel",
+  await client.sendRequest<CancelAnswer>("workspace/executeCommand", {
+    command: CANCEL_COMMAND,
     arguments: [uri.toString()],
   });
 }
 
-async function runJob(command: string, mode?: string): Promise<void> {
+async function runJob(command: string, mode?: CompileMode): Promise<void> {
   const uri = templateUri();
+  const client = controller.client;
   if (!client || !uri) {
     return;
   }
@@ -408,9 +525,9 @@ async function runJob(command: string, mode?: string): Promise<void> {
     void vscode.window.showWarningMessage(untrustedMessage(command));
     return;
   }
-  const title = mode ? `${mode} ${activeInstance ?? ""}` : `benchmark ${activeInstance ?? ""}`;
-  jobs.push(title);
-  renderStatus();
+  const title = mode ? `${mode} ${status.instance ?? ""}` : `benchmark ${status.instance ?? ""}`;
+  status.jobs.push(title);
+  status.render();
   try {
     const args = mode ? [uri.toString(), mode] : [uri.toString()];
     const running = client;
@@ -421,13 +538,13 @@ async function runJob(command: string, mode?: string): Promise<void> {
       (_progress, token) => {
         const cancelled = token.onCancellationRequested(() => void cancelJobs(uri));
         return running
-          .sendRequest<Record<string, unknown>>("workspace/executeCommand", { command, arguments: args })
+          .sendRequest<CompileAnswer | BenchmarkAnswer>("workspace/executeCommand", { command, arguments: args })
           .finally(() => cancelled.dispose());
       },
     );
     void vscode.window.setStatusBarMessage(`kls ${title.trim()}: ${jobSummary(result)}`, 10_000);
   } finally {
-    jobs.splice(jobs.indexOf(title), 1);
-    renderStatus();
+    status.jobs.splice(status.jobs.indexOf(title), 1);
+    status.render();
   }
 }

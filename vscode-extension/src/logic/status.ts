@@ -1,4 +1,5 @@
 // The status bar item: active instance, server state, running jobs.
+import type { BenchmarkAnswer, CompileAnswer } from "./protocol";
 
 export type ServerState = "starting" | "running" | "stopped" | "missing";
 
@@ -35,7 +36,7 @@ export function statusTooltip(input: StatusInput): string {
 }
 
 /** One line for the status bar when a compile or benchmark job ends. */
-export function jobSummary(result: Record<string, unknown> | null | undefined): string {
+export function jobSummary(result: Partial<CompileAnswer & BenchmarkAnswer> | null | undefined): string {
   if (!result) {
     return "no answer";
   }

@@ -35,6 +35,7 @@ describe("server command line and settings", () => {
     assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false, renderTimeout: 2 });
     assert.ok(TRUST_REQUIRED.has("kls.compile") && TRUST_REQUIRED.has("kls.benchmark"));
     assert.ok(!TRUST_REQUIRED.has("kls.preview"));
+    assert.ok(!TRUST_REQUIRED.has("kls.build")); // no such server command: build is kls.compile [uri, "build"]
     assert.match(untrustedMessage("kls.compile"), /untrusted workspace/);
   });
 });
