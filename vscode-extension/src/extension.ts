@@ -265,16 +265,20 @@ async function start(): Promise<void> {
   if (!check.ok) {
     status.setState("missing");
     output.error(`kls is not importable by ${python}:\n${check.out}`);
-    const choice = await vscode.window.showWarningMessage(
-      `kls is not installed in ${python}. Install it there, or set kls.python.interpreterPath.`,
-      "Install kls",
-      "Open Settings",
-    );
-    if (choice === "Install kls") {
-      void installServer(); // it restarts the client when pip is done
-    } else if (choice === "Open Settings") {
-      await vscode.commands.executeCommand("workbench.action.openSettings", "kls.python");
-    }
+    // Not awaited: a restart must not wait for the user to answer.
+    void vscode.window
+      .showWarningMessage(
+        `kls is not installed in ${python}. Install it there, or set kls.python.interpreterPath.`,
+        "Install kls",
+        "Open Settings",
+      )
+      .then((choice) => {
+        if (choice === "Install kls") {
+          void installServer(); // it restarts the client when pip is done
+        } else if (choice === "Open Settings") {
+          void vscode.commands.executeCommand("workbench.action.openSettings", "kls.python");
+        }
+      });
     return;
   }
   output.info(`kls ${check.out.trim()} found`);
