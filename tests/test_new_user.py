@@ -530,3 +530,63 @@ def test_init_compiles(
     main(["init", str(tmp_path / "p")])
     assert main(["check", "--compile", str(tmp_path / "p")]) == 0
     assert "2/2 compiled by nvcc" in capsys.readouterr().err
+
+
+# -- 1: one documentation source: hover, completion, kls rules and docs/TEMPLATE_API.md ----------
+def test_template_api_doc_is_up_to_date() -> None:
+    from kls.docs import TARGET, generate
+    from tests.conftest import ROOT
+
+    assert (ROOT / TARGET).read_text(encoding="utf-8") == generate(), (
+        "docs/TEMPLATE_API.md is stale: run .venv/bin/python -m kls.docs"
+    )
+
+
+@pytest.mark.parametrize("profile", ["inductor-2023", "torch-2.11"])
+def test_every_documented_rendering_is_what_the_helper_renders(ws: Workspace, profile: str) -> None:
+    from kls.checks.signatures import EXAMPLE_DEF_KERNEL, EXAMPLE_TENSORS, helpers
+    from kls.render import render
+
+    examples = [s for s in helpers(profile).values() if s.example and s.name != "def_kernel"]
+    assert len(examples) >= 8
+    lines = [f"{{{{{EXAMPLE_DEF_KERNEL}}}}}"] + [f"@@{{{{{s.example}}}}}@@" for s in examples]
+    ws.write("ex.cu.jinja", "\n".join(lines) + "\n")
+    tensors = "\n".join(
+        f'tensors.{n} = {{ shape = {list(shape)}, dtype = "{d}", layout = "{lay}" }}'
+        for n, (d, shape, lay) in EXAMPLE_TENSORS.items()
+    )
+    spec = ws.config(
+        f'[instances.example]\nprofile = "{profile}"\ntemplate = "ex.cu.jinja"\n{tensors}\n'
+    ).instances["example"]
+    text = render(spec).text or ""
+    assert text.split("\n")[0].removeprefix("PT_EXPORT ") == helpers(profile)[
+        ("kernel", "def_kernel")
+    ].renders.removeprefix("PT_EXPORT ")
+    rendered = text.split("@@")[1::2]
+    for sig, got in zip(examples, rendered, strict=True):
+        assert got == sig.renders, sig.label
+
+
+def test_every_context_name_is_documented_and_hover_shows_the_same_text() -> None:
+    from kls.checks.signatures import CONTEXT_DOCS, helper_sig
+    from kls.runtime.profiles import PROFILES
+
+    for p in PROFILES.values():
+        for kind in ("cuda", "cutlass_gemm"):
+            assert p.context_names(kind) <= set(CONTEXT_DOCS), (p.name, kind)
+    sig = helper_sig("kernel", "dtype", "torch-2.11")
+    assert sig is not None and "at::BFloat16" in sig.doc and "Trap:" in sig.doc
+    doc = (Path(__file__).parent.parent / "docs" / "TEMPLATE_API.md").read_text()
+    assert sig.summary in doc and sig.traps in doc
+
+
+def test_readme_quick_start_is_init_check_render_compile_bench() -> None:
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    top = readme.split("```bash\n", 1)[1].split("```", 1)[0].splitlines()
+    assert top[0].startswith("python3 -m venv .venv && .venv/bin/pip install -e")
+    assert top[1] == ".venv/bin/pytest -q"
+    quick = readme.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    verbs = [line.split()[1] for line in quick.splitlines()]
+    assert verbs == ["init", "check", "render", "compile", "bench"]

@@ -570,7 +570,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(f"\nprofile {facts.name}: mirrors {facts.mirrors}")
         table = helpers(facts.name)
         for sig in table.values():
-            print(f"helper\t{sig.label}\t{sig.doc}")
+            print(f"helper\t{sig.label}\t{' '.join(sig.doc.split())}")
         for owner in ("kernel", "template"):
             attrs = sorted(facts.api(owner) - {n for o, n in table if o == owner})
             if attrs:
