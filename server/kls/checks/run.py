@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -138,6 +139,9 @@ class ModelCache:
         self.overrides = {p.resolve(): t for p, t in (overrides or {}).items()}
         self.models: dict[str, TemplateModel] = {}
         self.checked: dict[str, tuple[RenderResult, list[Finding]]] = {}
+        # Renders a caller started ahead, by instance name (the language server starts the
+        # active instance's render before the template is parsed, so the two overlap).
+        self.started: dict[str, Future[RenderResult]] = {}
 
     def model(self, path: str) -> TemplateModel | None:
         if path not in self.models:
@@ -157,7 +161,8 @@ class ModelCache:
 
 def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderResult, list[Finding]]:
     if instance.name not in cache.checked:
-        result = render_isolated(instance, cache.overrides)
+        started = cache.started.pop(instance.name, None)
+        result = started.result() if started else render_isolated(instance, cache.overrides)
         models = cache.for_render(result)
         findings = render_findings(result, models) + syntax_findings(result, models)
         cache.checked[instance.name] = (result, [_tag(f, instance.name) for f in findings])

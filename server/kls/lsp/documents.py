@@ -22,8 +22,9 @@ from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.findings import Finding
 from kls.instances import InstanceSet
 from kls.lsp.convert import to_diagnostic
-from kls.lsp.offload import off_loop
+from kls.lsp.offload import off_loop, submit
 from kls.lsp.state import DocState, KlsServer
+from kls.sandbox.workers import render_isolated
 
 IDLE_BEFORE_FULL_CHECK_S = 0.15
 
@@ -45,25 +46,33 @@ def templates_of(ls: KlsServer, uri: str) -> list[TemplateText]:
 def check_document(
     ls: KlsServer,
     uri: str,
+    templates: list[TemplateText],
+    overrides: dict[Path, str],
     instances: InstanceSet | None,
     only: set[str] | None = None,
     generation: int | None = None,
 ) -> CheckResult:
-    """Check every template of `uri` (in a worker thread). With `generation`, stop early once
-    the document has moved past it."""
+    """Check the templates of `uri` (taken with `overrides` on the event loop; this runs in a
+    worker thread). With `generation`, stop early once the document has moved past it."""
 
     def superseded() -> bool:
         state = ls.docs.get(uri)
         return generation is not None and (state is None or state.generation != generation)
 
-    overrides = ls.overrides()
     merged = CheckResult()
-    for template in templates_of(ls, uri):
+    for template in templates:
+        cache = ModelCache(overrides)
+        if only is not None and instances is not None:
+            # The interactive check's render runs in a worker process while this thread
+            # parses the template and runs the static checks: the two overlap.
+            for spec in instances.depends_on(template.path):
+                if spec.name in only:
+                    cache.started[spec.name] = submit(render_isolated, spec, cache.overrides)
         result = check_file(
             template.path,
             template.text,
             instances,
-            ModelCache(overrides),
+            cache,
             only,
             superseded if generation is not None else None,
         )
@@ -104,7 +113,16 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
             if state.up_to_date and state.result_complete:
                 continue  # a pull checked this text in full meanwhile
             try:
-                result = await off_loop(check_document, ls, uri, instances, only, generation)
+                result = await off_loop(
+                    check_document,
+                    ls,
+                    uri,
+                    templates_of(ls, uri),
+                    ls.overrides(),
+                    instances,
+                    only,
+                    generation,
+                )
             except Exception as exc:
                 ls.report_failure("check", exc)
                 return
@@ -193,7 +211,9 @@ async def pull_diagnostics(
     if not (state.up_to_date and state.result_complete):
         generation = state.generation
         instances = await ls.load_config(ls.path(uri))
-        result = await off_loop(check_document, ls, uri, instances)
+        result = await off_loop(
+            check_document, ls, uri, templates_of(ls, uri), ls.overrides(), instances
+        )
         current = ls.docs.get(uri)
         if current is None or current.generation != generation:
             # Edited meanwhile: answer for the text that was checked (the newer one follows).

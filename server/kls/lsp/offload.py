@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -24,3 +24,8 @@ async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """Run `fn` in the offload pool and await its result."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_EXECUTOR, functools.partial(fn, *args, **kwargs))
+
+
+def submit(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+    """Start `fn` in the offload pool (from any thread) without waiting for it."""
+    return _EXECUTOR.submit(fn, *args, **kwargs)
