@@ -143,7 +143,8 @@ async def main() -> None:
     args = parser.parse_args()
     print(
         f"machine: {platform.node()} {platform.machine()} {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}"
+        f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}, "
+        f"load average before: {os.getloadavg()[0]:.2f}"
     )
     starts = [await start_to_first_diagnostics() for _ in range(args.starts)]
     latencies, previews = await edit_latencies(args.edits)
@@ -152,6 +153,7 @@ async def main() -> None:
     print(summary("start → first diagnostics (cutlass3x_gemm, 4 instances)", starts))
     print(summary("didChange → publishDiagnostics", latencies))
     print(summary("didChange → preview shows the edit", previews))
+    print(f"load average after: {os.getloadavg()[0]:.2f} (1 min)")
 
 
 if __name__ == "__main__":
