@@ -33,6 +33,20 @@ def test_curand_headers_are_supplied_only_when_the_toolkit_lacks_them(
     assert _missing_headers(None) is None
 
 
+def test_curand_links_are_made_safely_by_many_threads_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("KLS_CACHE_DIR", str(tmp_path / "cache"))
+    trimmed = tmp_path / "cuda-trimmed"
+    (trimmed / "targets" / "x86_64-linux" / "include").mkdir(parents=True)
+    with ThreadPoolExecutor(8) as pool:
+        folders = list(pool.map(lambda _: _missing_headers(trimmed), range(32)))
+    assert len(set(folders)) == 1 and folders[0] is not None
+    assert (folders[0] / "curand_kernel.h").resolve().is_file()
+
+
 @pytest.mark.nvcc
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
 def test_torch211_bias_instance_passes_an_nvcc_check(

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,8 +128,11 @@ def _missing_headers(toolkit: Path | None) -> Path | None:
     for header in sorted(wheel.glob("curand*.h")):
         link = folder / header.name
         if not link.is_symlink() or link.resolve() != header.resolve():
-            link.unlink(missing_ok=True)
-            link.symlink_to(header)
+            # Atomic: another process (or thread) may be making the same link.
+            temporary = folder / f".{header.name}.{os.getpid()}.{threading.get_ident()}"
+            temporary.unlink(missing_ok=True)
+            temporary.symlink_to(header)
+            os.replace(temporary, link)
     return folder
 
 
