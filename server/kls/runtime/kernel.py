@@ -120,15 +120,29 @@ class Kernel:
         names_str: str = "",
         input_reorder: list[int] | None = None,
     ) -> str:
+        rec = self._declare_buffers(inputs, outputs, names_str, input_reorder)
+        rec.result = self.signature_text()
+        return rec.result
+
+    def _second_call_message(self) -> str:
+        return (
+            "def_kernel is called a second time; its parameters are appended to the first "
+            "call's and the C signature is emitted twice. Call it once."
+        )
+
+    def _declare_buffers(
+        self,
+        inputs: list[Buffer | None],
+        outputs: list[Buffer | None],
+        names_str: str,
+        input_reorder: list[int] | None,
+    ) -> CallRecord:
+        """What every profile's def_kernel does first (Inductor's CUDATemplateKernel): names
+        split on ',', checked against the buffers, inputs registered in `input_reorder` order,
+        then outputs. Returns the call's record."""
         rec = self.recorder.call("kernel", "def_kernel", inputs, outputs, names_str, input_reorder)
         if self.def_kernel_calls:
-            self.recorder.add(
-                "KT210",
-                Severity.ERROR,
-                "def_kernel is called a second time; its parameters are appended to the first "
-                "call's and the C signature is emitted twice. Call it once.",
-                rec,
-            )
+            self.recorder.add("KT210", Severity.ERROR, self._second_call_message(), rec)
         self.def_kernel_calls.append(rec)
         names = [x.strip() for x in str(names_str).strip().split(",")]
         inputs, outputs = list(inputs), list(outputs)
@@ -147,8 +161,7 @@ class Kernel:
             self._register(names[idx], inputs[idx], self.input_buffers, self.input_ctypes, rec)
         for name, node in zip(names[len(inputs) :], outputs):
             self._register(name, node, self.output_buffers, self.output_ctypes, rec)
-        rec.result = self.signature_text()
-        return rec.result
+        return rec
 
     def _reorder(self, input_reorder: list[int] | None, n: int, rec: CallRecord) -> list[int]:
         if input_reorder is None:

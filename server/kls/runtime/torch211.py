@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from kls.findings import Severity
 from kls.runtime.buffers import Buffer
-from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, undefined_buffer
+from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel
 from kls.runtime.record import CallRecord, Recorder
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.
@@ -271,6 +271,14 @@ class Torch211Kernel(Kernel):
         self.layout_args: list[LayoutArg] = []
         self.signature = ""
 
+    def _second_call_message(self) -> str:
+        if self.gemm:
+            return (
+                "def_kernel is called a second time (torch-2.11 already called it before "
+                "rendering: print {{kernel_call_signature}} instead)"
+            )
+        return "def_kernel is called a second time; call it once"
+
     # -- def_kernel (CUTLASSTemplateKernel.def_kernel) ----------------------------------------
     def def_kernel(
         self,
@@ -279,38 +287,7 @@ class Torch211Kernel(Kernel):
         names_str: str = "",
         input_reorder: list[int] | None = None,
     ) -> str:
-        rec = self.recorder.call("kernel", "def_kernel", inputs, outputs, names_str, input_reorder)
-        if self.def_kernel_calls:
-            self.recorder.add(
-                "KT210",
-                Severity.ERROR,
-                "def_kernel is called a second time"
-                + (
-                    " (torch-2.11 already called it before rendering: print "
-                    "{{kernel_call_signature}} instead)"
-                    if self.gemm
-                    else "; call it once"
-                ),
-                rec,
-            )
-        self.def_kernel_calls.append(rec)
-        names = [x.strip() for x in str(names_str).strip().split(",")]
-        inputs, outputs = list(inputs), list(outputs)
-        undefined_buffer(self.recorder, rec, inputs, outputs)
-        if len(inputs) + len(outputs) != len(names):
-            raise self.recorder.abort(
-                "KT201",
-                f"names_str has {len(names)} name(s) ({', '.join(names)}) but def_kernel got "
-                f"{len(inputs)} input(s) + {len(outputs)} output(s); "
-                "give one name per buffer, inputs first, then outputs",
-                rec,
-                2,
-            )
-        order = self._reorder(input_reorder, len(inputs), rec)
-        for idx in order:
-            self._register(names[idx], inputs[idx], self.input_buffers, self.input_ctypes, rec)
-        for name, node in zip(names[len(inputs) :], outputs):
-            self._register(name, node, self.output_buffers, self.output_ctypes, rec)
+        rec = self._declare_buffers(inputs, outputs, names_str, input_reorder)
         arg_defs = [p.declaration() for p in self.params()]
         size_vars: list[str] = []
         if self.gemm:
