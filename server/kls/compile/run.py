@@ -283,7 +283,7 @@ class _NvccRun:
                 False,
                 -1,
                 f"nvcc ran past the {self.options.timeout_s:g} s timeout and was "
-                "stopped; raise kls.compileTimeout or simplify the instance",
+                "stopped; simplify the instance (no setting raises this limit)",
                 seconds,
                 None,
                 None,
