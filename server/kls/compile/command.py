@@ -10,7 +10,7 @@ MODES = ("check", "build")
 COMMON = [
     "-std=c++17",
     "--expt-relaxed-constexpr",
-    "-DNDEBUG",  # without it ptxas serialises wgmma (measured, see DESIGN.md)
+    "-DNDEBUG",  # without it ptxas serialises wgmma (measured with nvcc 13.0 on an H200)
     "-DCUTLASS_ENABLE_TENSOR_CORE_MMA=1",
 ]
 
