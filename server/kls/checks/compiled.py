@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from kls.compile import CompileOptions, CompileResult, compile_instance
 from kls.instances import InstanceSpec
 
-# One SM90 CUTLASS build peaks at ~2 GB of memory (nvcc 13.0, measured; DESIGN.md).
+# One SM90 CUTLASS build peaks at ~2 GB of memory (nvcc 13.0, measured).
 NVCC_PEAK_BYTES = 2 * 1024**3
 
 
