@@ -490,7 +490,39 @@ async function pickInstance(arg?: unknown): Promise<void> {
   });
   status.instance = picked;
   status.render();
+  await retargetPreviews(uri, picked);
   previews.refreshAll();
+}
+
+/**
+ * Open previews of `template` follow the picked instance: a preview names its instance in its
+ * URI (and the server makes a previewed instance active), so each is replaced in its own
+ * column by the picked instance's preview rather than re-rendered as the old one.
+ */
+async function retargetPreviews(template: vscode.Uri, instance: string): Promise<void> {
+  const next = vscode.Uri.parse(previewUriString(template.fsPath, instance));
+  for (const [key, target] of [...previews.open]) {
+    const old = vscode.Uri.parse(key);
+    if (target.toString() !== template.toString() || key === next.toString()) {
+      continue;
+    }
+    previews.open.delete(key);
+    previews.open.set(next.toString(), template);
+    for (const group of vscode.window.tabGroups.all) {
+      for (const tab of group.tabs) {
+        if (tab.input instanceof vscode.TabInputText && tab.input.uri.toString() === old.toString()) {
+          const document = await vscode.workspace.openTextDocument(next);
+          await vscode.languages.setTextDocumentLanguage(document, "cuda-cpp").then(undefined, () => undefined);
+          await vscode.window.showTextDocument(document, {
+            viewColumn: group.viewColumn,
+            preview: false,
+            preserveFocus: true,
+          });
+          await vscode.window.tabGroups.close(tab, true);
+        }
+      }
+    }
+  }
 }
 
 async function statusClick(): Promise<void> {
