@@ -112,6 +112,16 @@ def test_parse_clang_brings_header_errors_home_through_instantiation_notes() -> 
     assert CLANG.name == "clang" and CLANG.error_code == "KT606"
 
 
+def test_wrong_side_calls_are_marked_for_nvcc_to_judge() -> None:
+    log = (
+        "/w/kernel.cu:65:58: error: no matching constructor for initialization of 'std::vector'\n"
+        "/usr/include/c++/12/bits/stl_vector.h:537:7: note: candidate constructor not viable: "
+        "call to __host__ function from __global__ function\n"
+        "/w/kernel.cu:70:3: error: expected expression\n"
+    )
+    assert [m.wrong_side for m in parse_clang(log)] == [True, False]
+
+
 def test_missing_clang_says_how_to_install_it() -> None:
     with pytest.raises(ClangUnavailable, match="apt-get install clang-19"):
         find_clang("/nonexistent/clang++")

@@ -33,6 +33,7 @@ CLANG_SITE = re.compile(
     r"evaluation of|while substituting|in call to|during template argument deduction|"
     r"(?:.* )?requested here)"
 )
+WRONG_SIDE = re.compile(r"note: .*call to __\w+__ function from __\w+__ function")
 # EDG's detail lines under a message, e.g. "            argument types are: (float *, int)",
 # "operand types are: float + at::BFloat16", "object type is: const T".
 DETAIL = re.compile(r"^\s{4,}(?P<text>[a-z][\w ]*? (?:is|are): .+?)\s*$")
@@ -51,6 +52,9 @@ class NvccMessage:
     column: int | None = None  # 0-based, from the caret line when there is one
     sites: list[tuple[str, int]] = field(default_factory=list)  # instantiation chain
     details: list[str] = field(default_factory=list)  # "argument types are: (...)" lines
+    # clang only: a note says a candidate was refused for being on the wrong side (a __host__
+    # function called from device code): CUDA semantics nvcc judges differently.
+    wrong_side: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -122,6 +126,9 @@ def parse_clang(log: str) -> list[NvccMessage]:
                 )
             )
             continue
+        if messages and WRONG_SIDE.search(line):
+            messages[-1].wrong_side = True
+            continue
         site = CLANG_SITE.match(line)
         if site is not None and messages:
             messages[-1].sites.append((site.group("file"), int(site.group("line"))))
@@ -168,7 +175,8 @@ def _map_one(msg: NvccMessage, source: Path, render: RenderResult, tool: Tool) -
     text = msg.text if len(msg.text) <= MAX_MESSAGE else msg.text[:MAX_MESSAGE] + " …"
     if msg.details:  # what nvcc says the types were: the half of the message that explains it
         detail = "; ".join(msg.details)
-        text = text.rstrip(":") + f" ({detail if len(detail) <= MAX_DETAIL else detail[:MAX_DETAIL] + ' …'})"
+        detail = detail if len(detail) <= MAX_DETAIL else detail[:MAX_DETAIL] + " …"
+        text = text.rstrip(":") + f" ({detail})"
     related: tuple[Related, ...] = ()
     rendered_line: int | None = None
     column = msg.column

@@ -23,6 +23,8 @@ from kls.lsp.protocol import (
     uri_and_mode,
     uri_argument,
 )
+from kls.lsp.quick import nvcc_verdict, quick_on_save
+from kls.lsp.quick import register as register_quick
 from kls.lsp.state import KlsServer
 from kls.template.source import python_file
 
@@ -76,6 +78,7 @@ def set_nvcc_findings(ls: KlsServer, spec: InstanceSpec, findings: list[Finding]
         if p is not None
     }
     files |= {f.path for f in findings}
+    nvcc_verdict(ls, spec, findings)  # the quick tier's findings give way to nvcc's
     for file in files:
         for uri in ls.uris_of(Path(file)):
             ls.diagnostics.set(uri, "nvcc", [f for f in findings if f.path == file])
@@ -85,6 +88,7 @@ def set_nvcc_findings(ls: KlsServer, spec: InstanceSpec, findings: list[Finding]
 async def compile_on_save(ls: KlsServer, uri: str) -> None:
     if ls.settings.compile_on_save:
         await ls.load_config(ls.path(uri))
+        await quick_on_save(ls, uri)  # clang first (about a second), then nvcc's verdict
         await compile_active(ls, uri, "check")
 
 
@@ -104,3 +108,4 @@ def register(ls: KlsServer) -> None:
     ls.command(COMPILE_COMMAND)(compile_command)
     ls.command(CANCEL_COMMAND)(cancel_command)
     ls.after_save.append(compile_on_save)
+    register_quick(ls)

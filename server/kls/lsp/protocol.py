@@ -58,7 +58,7 @@ COMMANDS = (
 # `check`: nvcc's front end only (fast); `build`: a shared library with Inductor's flags.
 CompileMode = Literal["check", "build"]
 # Who found a diagnostic: kls's own checks, nvcc (a compile), the last benchmark.
-DiagnosticSource = Literal["kls", "nvcc", "kls-bench"]
+DiagnosticSource = Literal["kls", "clang", "nvcc", "kls-bench"]
 # What `kls.cancel` stops.
 JobKind = Literal["compile", "bench"]
 

@@ -18,6 +18,7 @@ CLIENT_KEYS = {
     "instances_file": "instancesFile",
     "active_instance": "activeInstance",
     "nvcc_path": "nvccPath",
+    "clang_path": "clangPath",
     "arch": "arch",
     "compile_on_save": "compileOnSave",
     "cutlass_include": "cutlassInclude",
@@ -40,6 +41,7 @@ class Settings:
     # The render sandbox's bounds (kls.sandbox.workers): a render's deadline and memory.
     render_timeout_s: float = DEFAULT_SECONDS
     render_memory_mb: int = DEFAULT_MEMORY_MB
+    clang_path: str | None = None  # the quick tier's clang; None: clang++-19, clang++ on PATH
 
     @staticmethod
     def from_client(raw: Any) -> Settings:
@@ -56,6 +58,7 @@ class Settings:
             instances_file=text("instancesFile"),
             active_instance=text("activeInstance"),
             nvcc_path=text("nvccPath") or "nvcc",
+            clang_path=text("clangPath"),
             arch=text("arch"),
             compile_on_save=compile_on_save if isinstance(compile_on_save, bool) else True,
             cutlass_include=text("cutlassInclude"),

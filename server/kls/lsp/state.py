@@ -76,7 +76,7 @@ class DiagnosticsStore:
     """Every diagnostic kls shows, by document URI and source. Publishing (push) and
     `textDocument/diagnostic` (pull) both read it, so they always agree."""
 
-    SOURCES: tuple[DiagnosticSource, ...] = ("kls", "nvcc", "kls-bench")
+    SOURCES: tuple[DiagnosticSource, ...] = ("kls", "clang", "nvcc", "kls-bench")
 
     def __init__(self) -> None:
         self._by_uri: dict[str, dict[DiagnosticSource, list[Finding]]] = {}
@@ -277,6 +277,7 @@ class KlsServer(LanguageServer):
             nvcc=self.settings.nvcc_path,
             arch=self.settings.arch,
             cutlass_include=self.settings.cutlass_include,
+            clang=self.settings.clang_path,
         )
 
     # -- diagnostics -------------------------------------------------------------------------

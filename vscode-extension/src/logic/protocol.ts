@@ -9,7 +9,7 @@ export const CANCEL_COMMAND = "kls.cancel";
 export const BENCHMARK_COMMAND = "kls.benchmark";
 
 export type CompileMode = "check" | "build";
-export type DiagnosticSource = "kls" | "nvcc" | "kls-bench";
+export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench";
 export type JobKind = "compile" | "bench";
 export type Profile = "inductor-2023" | "torch-2.11";
 export type InstanceKind = "cutlass_gemm" | "cuda";

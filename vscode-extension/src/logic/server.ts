@@ -13,6 +13,7 @@ export interface KlsSettings {
   instancesFile?: string;
   activeInstance?: string;
   nvccPath?: string;
+  clangPath?: string;
   arch?: string;
   cutlassInclude?: string;
   compileOnSave?: boolean;
@@ -25,6 +26,7 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
   "instancesFile",
   "activeInstance",
   "nvccPath",
+  "clangPath",
   "arch",
   "cutlassInclude",
   "compileOnSave",
@@ -35,7 +37,7 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
 
 /**
  * What the server sees through workspace/configuration. In an untrusted workspace nothing
- * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/CUTLASS,
+ * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/clang/CUTLASS,
  * and templates are read from the project alone (no extra roots).
  */
 export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean): KlsSettings {
@@ -49,6 +51,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
   if (!trusted) {
     out.compileOnSave = false;
     delete out.nvccPath;
+    delete out.clangPath;
     delete out.cutlassInclude;
     delete out.extraRoots;
     delete out.instancesFile; // a kls.toml anywhere would make its folder the project root
