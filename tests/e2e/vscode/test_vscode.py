@@ -97,6 +97,8 @@ def find_in_editor(vs: Workbench, group: int, query: str) -> str:
         .inner_text()
     )
     vs.page.keyboard.press("Escape")
+    widget = vs.page.locator(".editor-group-container").nth(group).locator(".find-widget.visible")
+    widget.wait_for(state="hidden")
     return count
 
 
@@ -167,6 +169,7 @@ def test_hover_on_kernel_ptr_shows_dtype_shape_and_c_parameter(
     vscode: Workbench, trusted_server: CodeServer, shots: Path
 ) -> None:
     vscode.open_file(SOFTMAX)
+    vscode.command("View: Hide Panel")
     line, text = line_of(trusted_server.folder / SOFTMAX, "kernel.ptr(X)")
     vscode.goto(line, text.index("kernel.ptr(X)") + len("kernel.p") + 1)
     vscode.page.keyboard.press("Control+k")
@@ -229,6 +232,8 @@ def test_lenses_preview_beside_edit_and_instance_pick(
     )
     assert "No results" not in find_in_editor(vscode, 1, "<<<rows, 256,")
     assert "No results" in find_in_editor(vscode, 1, "e2e_edit")
+    vscode.command("View: Hide Panel")
+    time.sleep(0.5)
     vscode.screenshot(shots, "vscode-preview.png")
 
     # An edit in the template (unsaved) shows in the preview.
