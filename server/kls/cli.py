@@ -540,6 +540,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
         args.limit = int(args.limit)
     if args.jobs is not None:
         args.jobs = int(args.jobs)
+    if args.render_timeout is None:  # builds render in fresh processes, many at once
+        configure(WorkerLimits(memory_mb=int(args.render_memory or DEFAULT_MEMORY_MB), seconds=120))
     return run(args, spec)
 
 

@@ -68,6 +68,7 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "vars": dict,
     "reference": str,
     "tolerance": (int, float),
+    "tune": dict,  # the tune space of `kls tune` (kls.tune.space reads and checks it)
 }
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}

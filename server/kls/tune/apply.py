@@ -1,0 +1,51 @@
+"""`--apply`: write the winner's op and variables into the instance's table in kls.toml (or
+`[tool.kls]` in pyproject.toml) with tomlkit, so every comment, blank line and the order and
+style of the other keys stay as they were. `op_filter` gives way to the exact `op`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from kls.cache_dir import write_atomic
+
+
+class ApplyError(Exception):
+    pass
+
+
+def apply_winner(config: Path, instance: str, op: str, variables: dict[str, Any]) -> str:
+    """Edit `config` in place; returns a one-line description of the change."""
+    try:
+        import tomlkit
+        from tomlkit.exceptions import TOMLKitError
+    except ImportError:
+        raise ApplyError("--apply needs tomlkit: pip install tomlkit") from None
+    try:
+        doc = tomlkit.parse(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
+        raise ApplyError(f"cannot read {config}: {exc}") from None
+    root: Any = doc
+    if config.name == "pyproject.toml":
+        root = doc.get("tool", {}).get("kls", {})
+    instances = root.get("instances") if hasattr(root, "get") else None
+    table = instances.get(instance) if instances is not None else None
+    if table is None:
+        raise ApplyError(f"{config} has no table for instance '{instance}'")
+    old_op = table.get("op")
+    table["op"] = op
+    if "op_filter" in table:
+        del table["op_filter"]
+    if variables:
+        current = table.get("vars")
+        if current is None:
+            inline = tomlkit.inline_table()
+            inline.update(variables)
+            table["vars"] = inline
+        else:
+            for k, v in variables.items():
+                current[k] = v
+    write_atomic(config, tomlkit.dumps(doc).encode("utf-8"))
+    changed = "op unchanged" if old_op == op else f"op {old_op} -> {op}"
+    settings = ", ".join(f"{k} = {v}" for k, v in variables.items())
+    return f"{config}: [instances.{instance}] {changed}" + (f"; {settings}" if settings else "")

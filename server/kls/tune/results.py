@@ -1,0 +1,263 @@
+"""Tune results: plain data, the JSON and CSV files, the terminal table, the winner."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kls.cache_dir import write_atomic
+
+
+@dataclass
+class BuildRecord:
+    unit: str
+    op: str
+    conf_name: str
+    family: str
+    tile: str
+    build_vars: dict[str, Any]
+    ok: bool | None = None  # None: not built (cancelled)
+    cached: bool = False
+    seconds: float = 0.0
+    error: str = ""
+    node: str = ""
+    library: str | None = None
+    current: bool = False  # the instance's own op
+
+
+@dataclass
+class Measurement:
+    unit: str
+    vars: dict[str, Any]
+    shape: str  # "MxNxK"
+    stage: int
+    ok: bool
+    median_ms: float | None = None
+    spread: float | None = None
+    samples: int = 0
+    tflops: float | None = None
+    max_error: float | None = None
+    error: str = ""
+
+
+@dataclass
+class Baseline:
+    shape: str
+    ok: bool
+    median_ms: float | None = None  # the lower of the runs before and after the candidates
+    runs_ms: list[float] = field(default_factory=list)
+    spread: float | None = None
+    library: str = ""
+    error: str = ""
+
+
+@dataclass
+class ShapeBest:
+    shape: str
+    unit: str | None
+    op: str | None
+    vars: dict[str, Any]
+    median_ms: float | None
+    spread: float | None
+    tflops: float | None
+    cublas_ms: float | None
+    vs_cublas: float | None  # cuBLAS time / candidate time: > 1 is faster than cuBLAS
+
+
+@dataclass
+class Choice:
+    """One configuration (op + variables) judged over every shape."""
+
+    unit: str
+    op: str
+    vars: dict[str, Any]
+    geomean_vs_cublas: float | None  # geometric mean over shapes of cuBLAS time / its time
+    per_shape: dict[str, float]  # shape -> cuBLAS time / its time
+
+
+@dataclass
+class TuneResult:
+    instance: str
+    template: str
+    config: str
+    executor: str
+    timestamp: float
+    shapes: list[str]
+    candidates: int = 0  # build units x runtime combinations
+    compatible_ops: int = 0
+    distinct_ops: int = 0
+    selected_ops: int = 0
+    runtime_combos: list[dict[str, Any]] = field(default_factory=list)
+    builds: list[BuildRecord] = field(default_factory=list)
+    build_seconds: float = 0.0
+    measurements: list[Measurement] = field(default_factory=list)
+    baselines: list[Baseline] = field(default_factory=list)
+    best: list[ShapeBest] = field(default_factory=list)
+    winner: Choice | None = None
+    current: Choice | None = None  # the instance's own op and variables, when measured
+    device: dict[str, Any] = field(default_factory=dict)
+    method: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    build_only: bool = False
+    cancelled: bool = False
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def builds_ok(self) -> int:
+        return sum(1 for b in self.builds if b.ok)
+
+    @property
+    def builds_failed(self) -> int:
+        return sum(1 for b in self.builds if b.ok is False)
+
+    def builds_per_minute(self) -> float | None:
+        built = sum(1 for b in self.builds if b.ok is not None and not b.cached)
+        if not built or self.build_seconds <= 0:
+            return None
+        return built / self.build_seconds * 60.0
+
+    def geomean_best(self) -> float | None:
+        return geomean([b.vs_cublas for b in self.best if b.vs_cublas])
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["summary"] = {
+            "builds_ok": self.builds_ok,
+            "builds_failed": self.builds_failed,
+            "builds_per_minute": self.builds_per_minute(),
+            "geomean_best_vs_cublas": self.geomean_best(),
+            "worst_best_vs_cublas": min(
+                (b.vs_cublas for b in self.best if b.vs_cublas), default=None
+            ),
+        }
+        return data
+
+
+def geomean(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None and v > 0]
+    if not vals:
+        return None
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def shape_key(shape: tuple[int, int, int]) -> str:
+    return "x".join(str(v) for v in shape)
+
+
+def flops(shape: str) -> float:
+    m, n, k = (int(v) for v in shape.split("x"))
+    return 2.0 * m * n * k
+
+
+def vars_text(values: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in values.items()) or "-"
+
+
+def to_csv(result: TuneResult) -> str:
+    """One row per build and per measurement (kind: build, stage1, stage2, cublas)."""
+    ops = {b.unit: b for b in result.builds}
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(
+        ["kind", "shape", "unit", "op", "family", "vars", "ok", "median_ms", "spread",
+         "samples", "tflops", "vs_cublas", "seconds", "error"]
+    )  # fmt: skip
+    for b in result.builds:
+        w.writerow(
+            ["build", "", b.unit, b.op, b.family, vars_text(b.build_vars), b.ok, "", "", "",
+             "", "", f"{b.seconds:.2f}", b.error[:300]]
+        )  # fmt: skip
+    cublas = {b.shape: b.median_ms for b in result.baselines if b.ok}
+    for m in result.measurements:
+        base = cublas.get(m.shape)
+        ratio = base / m.median_ms if base and m.median_ms else None
+        rec = ops.get(m.unit)
+        w.writerow(
+            [f"stage{m.stage}", m.shape, m.unit, rec.op if rec else "",
+             rec.family if rec else "",
+             vars_text(m.vars), m.ok, _f(m.median_ms), _f(m.spread), m.samples, _f(m.tflops),
+             _f(ratio), "", m.error[:300]]
+        )  # fmt: skip
+    for base_row in result.baselines:
+        w.writerow(
+            ["cublas", base_row.shape, "", base_row.library, "", "", base_row.ok,
+             _f(base_row.median_ms), _f(base_row.spread), "", "", "", "", base_row.error]
+        )  # fmt: skip
+    return out.getvalue()
+
+
+def _f(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def write_files(result: TuneResult, folder: Path, plot_svg: str | None) -> dict[str, str]:
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {"json": str(folder / "results.json"), "csv": str(folder / "results.csv")}
+    if plot_svg is not None:
+        files["plot"] = str(folder / "plot.svg")
+        write_atomic(folder / "plot.svg", plot_svg.encode())
+    result.files = files
+    write_atomic(folder / "results.json", json.dumps(result.to_json(), indent=1).encode())
+    write_atomic(folder / "results.csv", to_csv(result).encode())
+    return files
+
+
+def table(result: TuneResult) -> str:
+    """The terminal summary."""
+    lines: list[str] = []
+    if result.build_only or not result.best:
+        lines.append(f"{'unit':10} {'built':7} {'time':>7}  op")
+        for b in result.builds:
+            status = "cached" if b.cached and b.ok else ("ok" if b.ok else "FAILED")
+            if b.ok is None:
+                status = "skipped"
+            lines.append(f"{b.unit:10} {status:7} {b.seconds:6.1f}s  {b.conf_name or b.op}")
+            if b.ok is False and b.error:
+                lines.append(f"{'':10} {b.error[:200]}")
+    if result.best:
+        ops = {b.unit: b for b in result.builds}
+        lines.append(
+            f"{'shape':18} {'best ms':>9} {'±':>5} {'TFLOP/s':>8} {'cuBLAS ms':>9} "
+            f"{'vs cuBLAS':>9}  op (variables)"
+        )
+        for s in result.best:
+            rec = ops.get(s.unit or "")
+            name = f"{rec.tile} {rec.family}" if rec else "-"
+            lines.append(
+                f"{s.shape:18} {_num(s.median_ms, 4):>9} {_pct(s.spread):>5} "
+                f"{_num(s.tflops, 0):>8} {_num(s.cublas_ms, 4):>9} {_ratio(s.vs_cublas):>9}  "
+                f"{name} ({vars_text(s.vars)})"
+            )
+        lines.append(f"geomean of the per-shape best vs cuBLAS: {_ratio(result.geomean_best())}")
+    if result.winner:
+        w = result.winner
+        lines.append(
+            f"winner (one configuration for every shape): {w.op} ({vars_text(w.vars)}), "
+            f"geomean {_ratio(w.geomean_vs_cublas)} of cuBLAS"
+        )
+        if result.current and result.current.geomean_vs_cublas and w.geomean_vs_cublas:
+            margin = w.geomean_vs_cublas / result.current.geomean_vs_cublas - 1
+            lines.append(
+                f"current ({vars_text(result.current.vars)}): geomean "
+                f"{_ratio(result.current.geomean_vs_cublas)}; the winner is {margin:+.1%}"
+            )
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+def _num(value: float | None, digits: int) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}x"

@@ -1,0 +1,48 @@
+"""A stand-in for kls.tune.worker on machines without a GPU (tests): same protocol, made-up
+timings derived from the library name, a crash for libraries whose name holds 'crash'."""
+
+import hashlib
+import json
+import os
+import signal
+import sys
+
+
+def main() -> int:
+    setup = json.loads(sys.stdin.readline())
+    shapes = {k: v["tensors"] for k, v in setup["shapes"].items()}
+    print(json.dumps({"ready": True, "device": {"name": "Fake GPU"}, "l2_flush_bytes": 1}))
+    sys.stdout.flush()
+    for line in sys.stdin:
+        req = json.loads(line)
+        m, n, k = (int(v) for v in req["shape"].split("x"))
+        if req["kind"] == "baseline":
+            ms = 2 * m * n * k / 600e12 * 1e3
+            answer = {
+                "id": req["id"],
+                "ok": True,
+                "library": "fake cuBLAS",
+                "timing": {"median": ms, "spread": 0.01, "n": 40},
+            }
+        else:
+            if os.environ.get("KLS_FAKE_CRASH") and req["library"].endswith(
+                os.environ["KLS_FAKE_CRASH"] + ".so"
+            ):
+                os.kill(os.getpid(), signal.SIGSEGV)
+            assert req["shape"] in shapes and os.path.isfile(req["library"]), req
+            seed = hashlib.sha256((req["library"] + str(req["extra_args"])).encode()).digest()
+            speed = 450 + seed[0] % 300  # TFLOP/s
+            ms = 2 * m * n * k / (speed * 1e12) * 1e3
+            answer = {
+                "id": req["id"],
+                "ok": True,
+                "verification": {"ok": True, "max_error": 0.003},
+                "timing": {"median": ms, "spread": 0.02, "n": 20},
+            }
+        print(json.dumps(answer))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
