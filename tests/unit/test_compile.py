@@ -65,7 +65,7 @@ async def test_save_publishes_nvcc_findings_beside_kls(
     found = await lsp_harness.wait_diagnostics(uri, source="nvcc", where=bool)
     assert found[0]["range"]["start"]["line"] == 7
     both = {(d["source"], d["code"]) for d in lsp_harness.latest(uri)}
-    assert both == {("kls", "KT303"), ("nvcc", "KT601")}
+    assert {("kls", "KT303"), ("nvcc", "KT601")} <= both
     # The next compile finds nothing: nvcc's findings go, kls's stay.
     monkeypatch.setattr(lsp_compile, "compile_instance", fake_compile(-1))
     mark = len(lsp_harness.published)
@@ -73,7 +73,8 @@ async def test_save_publishes_nvcc_findings_beside_kls(
     await lsp_harness.wait_diagnostics(
         uri, source="nvcc", where=lambda found: not found, since=mark
     )
-    assert {d["source"] for d in lsp_harness.latest(uri)} == {"kls"}
+    sources = {d["source"] for d in lsp_harness.latest(uri)}
+    assert "kls" in sources and "nvcc" not in sources
 
 
 async def test_compile_on_save_follows_the_setting(
