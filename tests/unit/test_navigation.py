@@ -34,6 +34,20 @@ async def test_hover_shows_buffer_and_rendered_text(lsp_harness: Harness, worksp
     assert "```cuda\nX\n```" in value
 
 
+async def test_hover_on_a_name_the_instance_does_not_have(
+    lsp_harness: Harness, workspace: Path
+) -> None:
+    """A buffer name the instance lacks is said to be missing, not None (declared "none")."""
+    path = workspace / "softmax.cu.jinja"
+    text = path.read_text().replace("kernel.ptr(X)", "kernel.ptr(Z)", 1)
+    uri = lsp_harness.open(path.as_uri(), text)
+    line, col = find(text, "kernel.ptr(Z)")
+    hover = await lsp_harness.request(lsp.TEXT_DOCUMENT_HOVER, at(uri, line, col + 11))
+    value = hover["contents"]["value"]
+    assert "`Z` is not a tensor of instance `softmax_bf16_8192x4096`" in value
+    assert "is None" not in value
+
+
 async def test_hover_outside_a_call_is_empty(lsp_harness: Harness, workspace: Path) -> None:
     path = workspace / "softmax.cu.jinja"
     uri = lsp_harness.open(path.as_uri(), path.read_text())

@@ -47,7 +47,9 @@ def hover(
 
 
 def _buffer_text(name: str, result: RenderResult) -> str:
-    spec = result.instance.tensors.get(name)
+    if name not in result.instance.tensors:
+        return f"`{name}` is not a tensor of instance `{result.instance.name}` (see kls.toml)"
+    spec = result.instance.tensors[name]
     if spec is None:
         return f"`{name}` is None for instance `{result.instance.name}`"
     params = [p.buffer for p in result.params]
