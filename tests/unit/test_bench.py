@@ -104,8 +104,11 @@ async def test_lenses_without_an_instance(lsp_harness: Harness, tmp_path: Path) 
     uri = lsp_harness.open(path.as_uri(), text)
     lenses = await lsp_harness.request(lsp.TEXT_DOCUMENT_CODE_LENS, {"textDocument": {"uri": uri}})
     assert lenses[0]["command"]["title"] == "Preview (no instance)"
-    resolved = await lsp_harness.request(lsp.CODE_LENS_RESOLVE, lenses[-1])
+    lazy = {lens["data"]["kind"]: lens for lens in lenses if "data" in lens}
+    resolved = await lsp_harness.request(lsp.CODE_LENS_RESOLVE, lazy["benchmark"])
     assert resolved["command"]["title"] == "Benchmark"
+    resolved = await lsp_harness.request(lsp.CODE_LENS_RESOLVE, lazy["tune"])
+    assert resolved["command"]["title"] == "Tune"
 
 
 async def test_benchmark_without_gpu_is_a_clear_message(

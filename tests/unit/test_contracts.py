@@ -36,6 +36,7 @@ ANSWERS = [
     protocol.CompileAnswer,
     protocol.CancelAnswer,
     protocol.BenchmarkAnswer,
+    protocol.TuneAnswer,
 ]
 ALIASES = {
     "CompileMode": protocol.CompileMode,

@@ -18,12 +18,14 @@ import {
   COMPILE_COMMAND,
   PREVIEW_REQUEST,
   SELECT_INSTANCE_COMMAND,
+  TUNE_COMMAND,
   type BenchmarkAnswer,
   type CancelAnswer,
   type CompileAnswer,
   type CompileMode,
   type PreviewAnswer,
   type SelectInstanceAnswer,
+  type TuneAnswer,
 } from "./logic/protocol";
 import { SingleFlight } from "./logic/singleFlight";
 import { pythonDocumentFilters, pythonFilesNamed, sameFiles } from "./logic/pythonFiles";
@@ -37,6 +39,8 @@ const LANGUAGE = "cuda-jinja";
 const LENS_REWRITES: Record<string, string> = {
   "kls.preview": "kls.openPreview",
   "kls.selectInstance": "kls.pickInstance",
+  // A tune takes minutes: run it as a job here (a notification with Cancel, the status bar).
+  "kls.tune": "kls.tuneActive",
 };
 
 /** The part of the Python extension's API kls reads. */
@@ -180,6 +184,7 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("kls.compileActive", () => runJob(COMPILE_COMMAND, "check")),
     vscode.commands.registerCommand("kls.buildActive", () => runJob(COMPILE_COMMAND, "build")),
     vscode.commands.registerCommand("kls.benchmarkActive", () => runJob(BENCHMARK_COMMAND)),
+    vscode.commands.registerCommand("kls.tuneActive", (arg?: unknown) => runJob(TUNE_COMMAND, undefined, arg)),
     vscode.commands.registerCommand("kls.restartServer", restart),
     vscode.commands.registerCommand("kls.installServer", installServer),
     vscode.commands.registerCommand("kls.showOutput", () => output.show()),
@@ -330,14 +335,18 @@ async function start(): Promise<void> {
       provideCodeLenses: async (document, token, next) => {
         const lenses = (await next(document, token)) ?? [];
         for (const lens of lenses) {
-          const rewrite = lens.command ? LENS_REWRITES[lens.command.command] : undefined;
-          if (lens.command && rewrite) {
-            // [uri, instance?]: a lens may name its instance (a Python file's templates do).
-            const rest = (lens.command.arguments ?? []).slice(1);
-            lens.command = { ...lens.command, command: rewrite, arguments: [document.uri, ...rest] };
-          }
+          rewriteLens(lens, document.uri);
         }
         return lenses;
+      },
+      // Benchmark and Tune lenses get their command here (their titles read results).
+      resolveCodeLens: async (lens, token, next) => {
+        const resolved = (await next(lens, token)) ?? lens;
+        const first: unknown = resolved.command?.arguments?.[0];
+        if (typeof first === "string") {
+          rewriteLens(resolved, vscode.Uri.parse(first));
+        }
+        return resolved;
       },
     },
   };
@@ -406,6 +415,16 @@ async function installServer(): Promise<void> {
     return;
   }
   await controller.restart();
+}
+
+/** A server lens whose command needs client UI runs the client's command instead. */
+function rewriteLens(lens: vscode.CodeLens, uri: vscode.Uri): void {
+  const rewrite = lens.command ? LENS_REWRITES[lens.command.command] : undefined;
+  if (lens.command && rewrite) {
+    // [uri, instance?]: a lens may name its instance (a Python file's templates do).
+    const rest = (lens.command.arguments ?? []).slice(1);
+    lens.command = { ...lens.command, command: rewrite, arguments: [uri, ...rest] };
+  }
 }
 
 function templateUri(arg?: unknown): vscode.Uri | undefined {
@@ -551,8 +570,8 @@ async function cancelJobs(arg?: unknown): Promise<void> {
   });
 }
 
-async function runJob(command: string, mode?: CompileMode): Promise<void> {
-  const uri = templateUri();
+async function runJob(command: string, mode?: CompileMode, arg?: unknown): Promise<void> {
+  const uri = templateUri(arg);
   const client = controller.client;
   if (!client || !uri) {
     return;
@@ -561,7 +580,8 @@ async function runJob(command: string, mode?: CompileMode): Promise<void> {
     void vscode.window.showWarningMessage(untrustedMessage(command));
     return;
   }
-  const title = mode ? `${mode} ${status.instance ?? ""}` : `benchmark ${status.instance ?? ""}`;
+  const kind = mode ?? (command === TUNE_COMMAND ? "tune" : "benchmark");
+  const title = `${kind} ${status.instance ?? ""}`;
   status.jobs.push(title);
   status.render();
   try {
@@ -574,7 +594,10 @@ async function runJob(command: string, mode?: CompileMode): Promise<void> {
       (_progress, token) => {
         const cancelled = token.onCancellationRequested(() => void cancelJobs(uri));
         return running
-          .sendRequest<CompileAnswer | BenchmarkAnswer>("workspace/executeCommand", { command, arguments: args })
+          .sendRequest<CompileAnswer | BenchmarkAnswer | TuneAnswer>("workspace/executeCommand", {
+            command,
+            arguments: args,
+          })
           .finally(() => cancelled.dispose());
       },
     );

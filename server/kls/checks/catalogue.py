@@ -107,6 +107,12 @@ RULES: dict[str, Rule] = {
         ),
         Rule("KT700", "benchmark", Severity.INFO, "the last benchmark of the active instance"),
         Rule("KT701", "benchmark-failed", _E, "the benchmark failed: wrong result, crash, ..."),
+        Rule(
+            "KT710",
+            "tune",
+            Severity.INFO,
+            "the last tune of the active instance: its winner and margin over the current op",
+        ),
     )
 }
 

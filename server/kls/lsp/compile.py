@@ -29,7 +29,7 @@ from kls.lsp.state import KlsServer
 from kls.template.source import python_file
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
-JOB_KINDS: tuple[JobKind, ...] = ("compile", "bench")
+JOB_KINDS: tuple[JobKind, ...] = ("compile", "bench", "tune")
 
 
 async def compile_active(ls: KlsServer, uri: str, mode: CompileMode) -> CompileAnswer:
@@ -99,7 +99,8 @@ async def compile_command(ls: KlsServer, *args: Any) -> CompileAnswer:
 
 
 def cancel_command(ls: KlsServer, *args: Any) -> CancelAnswer:
-    """Stop the compile and benchmark jobs of a template (what a status-bar Cancel sends)."""
+    """Stop the compile, benchmark and tune jobs of a template (what a status-bar Cancel
+    sends)."""
     path = ls.path(uri_argument(args, CANCEL_COMMAND))
     return {"cancelled": [kind for kind in JOB_KINDS if ls.jobs.cancel(f"{kind}:{path}")]}
 

@@ -84,7 +84,7 @@ class Jobs:
             outcome = "cancelled"
             raise
         except BaseException:
-            outcome = "failed"
+            outcome = "cancelled" if cancel.is_set() else "failed"  # e.g. CompileCancelled
             raise
         finally:
             if self.running.get(key) is cancel:

@@ -1,6 +1,7 @@
-"""Code lenses (Preview / Compile / Benchmark above each def_kernel) and the benchmark inlay
-hint. The Benchmark lens is resolved lazily (`codeLens/resolve`): its title reads the
-benchmark history."""
+"""Code lenses (Preview / Compile / Benchmark / Tune above each def_kernel, or a torch-2.11
+GEMM's kernel_call_signature) and the benchmark and tune inlay hints. The Benchmark and Tune
+lenses are resolved lazily (`codeLens/resolve`): their titles read the benchmark history and
+the last tune's results."""
 
 from __future__ import annotations
 
@@ -11,13 +12,14 @@ from kls.lsp.bench import BenchView, bench_view
 from kls.lsp.convert import to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
 from kls.lsp.state import KlsServer
+from kls.lsp.tune import resolve_tune_lens, signature_ranges, tune_inlay_hints, tune_view
 from kls.template.model import TemplateModel
 
 
 def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[lsp.CodeLens]:
     lenses: list[lsp.CodeLens] = []
-    for call in model.calls_to("kernel", "def_kernel"):
-        rng = to_lsp_range(call.range)
+    for anchor in signature_ranges(model):  # def_kernel, or torch-2.11's kernel_call_signature
+        rng = to_lsp_range(anchor)
         suffix = f" ({instance})" if instance else " (no instance)"
         for title, command in (("Preview" + suffix, PREVIEW_COMMAND), ("Compile", COMPILE_COMMAND)):
             lenses.append(
@@ -26,6 +28,7 @@ def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[ls
                 )
             )
         lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "benchmark"}))
+        lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "tune"}))
     return lenses
 
 
@@ -66,7 +69,10 @@ async def on_code_lens(ls: KlsServer, params: lsp.CodeLensParams) -> list[lsp.Co
 
 
 def on_code_lens_resolve(ls: KlsServer, lens: lsp.CodeLens) -> lsp.CodeLens:
-    uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
+    data = lens.data if isinstance(lens.data, dict) else {}
+    uri = data.get("uri")
+    if data.get("kind") == "tune":
+        return resolve_tune_lens(lens, tune_view(ls, uri) if isinstance(uri, str) else None)
     view = bench_view(ls, uri) if isinstance(uri, str) else None
     return resolve_benchmark_lens(lens, view)
 
@@ -75,8 +81,10 @@ async def on_inlay_hints(ls: KlsServer, params: lsp.InlayHintParams) -> list[lsp
     uri = params.text_document.uri
     if uri not in ls.docs or python_documents.handles(ls, uri):
         return []
-    view = bench_view(ls, uri)
-    return bench_inlay_hints(await ls.model(uri), view)
+    model = await ls.model(uri)
+    return bench_inlay_hints(model, bench_view(ls, uri)) + tune_inlay_hints(
+        model, tune_view(ls, uri)
+    )
 
 
 def register(ls: KlsServer) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "PREVIEW_COMMAND",
     "PREVIEW_REQUEST",
     "SELECT_INSTANCE_COMMAND",
+    "TUNE_COMMAND",
     "BenchmarkAnswer",
     "CancelAnswer",
     "CompileAnswer",
@@ -39,6 +40,7 @@ __all__ = [
     "Profile",
     "Reference",
     "SelectInstanceAnswer",
+    "TuneAnswer",
 ]
 
 PREVIEW_REQUEST = "kls/preview"
@@ -47,20 +49,22 @@ SELECT_INSTANCE_COMMAND = "kls.selectInstance"
 COMPILE_COMMAND = "kls.compile"
 CANCEL_COMMAND = "kls.cancel"
 BENCHMARK_COMMAND = "kls.benchmark"
+TUNE_COMMAND = "kls.tune"
 COMMANDS = (
     PREVIEW_COMMAND,
     SELECT_INSTANCE_COMMAND,
     COMPILE_COMMAND,
     CANCEL_COMMAND,
     BENCHMARK_COMMAND,
+    TUNE_COMMAND,
 )
 
 # `check`: nvcc's front end only (fast); `build`: a shared library with Inductor's flags.
 CompileMode = Literal["check", "build"]
-# Who found a diagnostic: kls's own checks, nvcc (a compile), the last benchmark.
-DiagnosticSource = Literal["kls", "clang", "nvcc", "kls-bench"]
+# Who found a diagnostic: kls's own checks, nvcc (a compile), the last benchmark, the last tune.
+DiagnosticSource = Literal["kls", "clang", "nvcc", "kls-bench", "kls-tune"]
 # What `kls.cancel` stops.
-JobKind = Literal["compile", "bench"]
+JobKind = Literal["compile", "bench", "tune"]
 
 
 class PreviewAnswer(TypedDict):
@@ -112,6 +116,23 @@ class BenchmarkAnswer(TypedDict):
     cancelled: NotRequired[bool]
     headline: NotRequired[str]
     report: NotRequired[dict[str, Any]]
+
+
+class TuneAnswer(TypedDict):
+    """`kls.tune [uri]`. `build_only` when there was no GPU to time on (the candidates were
+    only built; `headline` says so); `winner` the best op over every shape and `margin` its
+    geometric-mean speed-up over the instance's current op and variables (0.03: 3 % faster);
+    `results` the results.json written."""
+
+    ok: bool
+    instance: NotRequired[str]
+    error: NotRequired[str]
+    cancelled: NotRequired[bool]
+    build_only: NotRequired[bool]
+    headline: NotRequired[str]
+    winner: NotRequired[str | None]
+    margin: NotRequired[float | None]
+    results: NotRequired[str]
 
 
 # -- reading arguments: anything malformed is the client's mistake (InvalidParams) -------------

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 
 def create_server(converter_factory: Callable[[], Converter] | None = None) -> KlsServer:
-    from kls.lsp import bench, compile, documents, lenses, navigation, preview
+    from kls.lsp import bench, compile, documents, lenses, navigation, preview, tune
     from kls.lsp.state import KlsServer
 
     server = KlsServer(converter_factory)
-    for feature in (documents, preview, navigation, lenses, compile, bench):
+    for feature in (documents, preview, navigation, lenses, compile, bench, tune):
         feature.register(server)
     return server
 

@@ -76,7 +76,7 @@ class DiagnosticsStore:
     """Every diagnostic kls shows, by document URI and source. Publishing (push) and
     `textDocument/diagnostic` (pull) both read it, so they always agree."""
 
-    SOURCES: tuple[DiagnosticSource, ...] = ("kls", "clang", "nvcc", "kls-bench")
+    SOURCES: tuple[DiagnosticSource, ...] = ("kls", "clang", "nvcc", "kls-bench", "kls-tune")
 
     def __init__(self) -> None:
         self._by_uri: dict[str, dict[DiagnosticSource, list[Finding]]] = {}
@@ -171,7 +171,7 @@ class KlsServer(LanguageServer):
     def forget(self, uri: str) -> DocState | None:
         """A document was closed: drop what was kept for it."""
         self._models.pop(uri, None)
-        self.diagnostics.clear(uri, "kls", "kls-bench")
+        self.diagnostics.clear(uri, "kls", "kls-bench", "kls-tune")
         return self.docs.pop(uri, None)
 
     async def model(self, uri: str) -> TemplateModel:

@@ -39,6 +39,7 @@ class GpuSession:
         self.l2_flush_bytes = 0
         self.restarts = 0
         self.stderr_tail: list[str] = []
+        self.cancelled = False
 
     def _start(self) -> None:
         self.lines = queue.Queue()
@@ -94,14 +95,28 @@ class GpuSession:
     def start(self) -> None:
         """Start the worker now (raises GpuUnavailable): find out early whether there is a
         GPU at all."""
+        if self.cancelled:
+            raise GpuUnavailable("cancelled")
         if self.proc is None:
             self._start()
 
+    def cancel(self) -> None:
+        """Stop now (from another thread): kill the worker's process group; the request in
+        flight and every later one answer 'cancelled', and no worker starts again."""
+        self.cancelled = True
+        self._kill()
+
     def request(self, value: dict[str, Any]) -> dict[str, Any]:
+        stopped = {"id": value.get("id"), "ok": False, "stage": "cancelled", "error": "cancelled"}
+        if self.cancelled:
+            return stopped
         if self.proc is None:
             self._start()
             self.restarts += 1
         answer = self._send(value, self.timeout_s)
+        if self.cancelled:
+            self.close()
+            return stopped
         if answer is None:  # the worker died
             reason = self._death()
             self.close()

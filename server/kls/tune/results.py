@@ -106,6 +106,9 @@ class TuneResult:
     build_only: bool = False
     cancelled: bool = False
     files: dict[str, str] = field(default_factory=dict)
+    # `kls.bench.run.source_hash` of the instance's render when the tune started: the editor
+    # marks the result stale once the template or the instance renders differently.
+    source_hash: str = ""
 
     @property
     def builds_ok(self) -> int:

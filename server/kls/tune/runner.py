@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from kls.bench.job import TensorJob, Timing
-from kls.bench.run import BenchOptions, make_job
+from kls.bench.run import BenchOptions, make_job, source_hash
 from kls.compile import CompileOptions
 from kls.instances import InstanceSpec
 from kls.render import Limits
@@ -77,6 +77,10 @@ STAGE2_TIMING = Timing(
 
 class TuneError(Exception):
     """The tune cannot run at all (bad space, no GPU, no Ray); the message says why."""
+
+
+class NoGpu(TuneError):
+    """No GPU worker could start here: nothing can be timed (a `--build-only` run can)."""
 
 
 @dataclass
@@ -174,6 +178,7 @@ class Tuner:
     def run(self) -> TuneResult:
         _space, cs, shapes = self.plan()
         keys = [shape_key(s) for s in shapes]
+        rendered = render_isolated(self.spec, None, Limits(seconds=RENDER_SECONDS)).text
         current = self._current_unit(cs)
         result = TuneResult(
             self.spec.name,
@@ -188,6 +193,7 @@ class Tuner:
             selected_ops=cs.filtered_ops,
             runtime_combos=cs.runtime_combos,
             build_only=self.options.build_only,
+            source_hash=source_hash(rendered) if rendered is not None else "",
         )
         self.result = result
         units = list(cs.units)
@@ -210,7 +216,12 @@ class Tuner:
         gpu = None
         stage1: _Stage1 | None = None
         if not self.options.build_only:
-            gpu, plans = self._gpu(units, shapes, result)
+            threading.Thread(target=self._watch_gpu, daemon=True).start()
+            try:
+                gpu, plans = self._gpu(units, shapes, result)
+            except BaseException:
+                self._done = True
+                raise
             stage1 = _Stage1(self, gpu, plans, keys, cs, result)
             self.progress.timed_total = len(units) * len(keys)
         try:
@@ -222,11 +233,24 @@ class Tuner:
         finally:
             if stage1 is not None:
                 stage1.stop()
+            self._done = True
             if gpu is not None:
                 result.device = gpu.device
                 gpu.close()
         result.cancelled = self.cancel.is_set()
         return result
+
+    _done = False
+    _session: GpuSession | None = None
+
+    def _watch_gpu(self) -> None:
+        """A cancel kills the GPU worker at once (its setup or a request in flight may
+        otherwise take minutes); nothing is timed after it."""
+        while not self._done:
+            if self.cancel.wait(0.2):
+                if self._session is not None:
+                    self._session.cancel()
+                return
 
     def checkpoint(self, result: TuneResult) -> None:
         """results.json as it stands, so a run stopped half way leaves what it measured."""
@@ -362,10 +386,15 @@ class Tuner:
             "samples": 256,
         }
         gpu = GpuSession(setup, self.options.worker, self.options.timeout_s)
+        self._session = gpu
+        if self.cancel.is_set():
+            gpu.cancel()
         try:
             gpu.start()
         except GpuUnavailable as exc:
-            raise TuneError(f"{exc}; to only build the candidates, use --build-only") from None
+            if gpu.cancelled:
+                raise TuneError("cancelled") from None
+            raise NoGpu(f"{exc}; to only build the candidates, use --build-only") from None
         return gpu, plans
 
     def _shape_plan(self, unit: BuildUnit, shape: tuple[int, int, int]) -> _ShapePlan:
@@ -431,6 +460,8 @@ class Tuner:
                         "timing": dataclasses.asdict(self.options.stage2),
                     }
                 )
+                if self.cancel.is_set():
+                    return
                 self._tick(answer.get("ok", False))
                 if answer.get("ok"):
                     runs.append(float(answer["timing"]["median"]))
@@ -460,6 +491,8 @@ class Tuner:
                 if self.cancel.is_set():
                     return
                 m = stage1.measure(by_id[uid], key, combo, 2, self.options.stage2)
+                if self.cancel.is_set():
+                    return  # (a measurement the cancel cut short is no result)
                 result.measurements.append(m)
                 self._tick(m.ok)
 
@@ -517,7 +550,7 @@ class Tuner:
                 choice = Choice(uid, ops[uid].op, dict(combo), mean, per)
                 choices.append(choice)
                 is_current = current is not None and uid == current.id
-                if is_current and all(self.spec.variables.get(k) == v for k, v in combo.items()):
+                if is_current and own_values(self.spec, combo) == combo:
                     result.current = choice
         ranked = [c for c in choices if c.geomean_vs_cublas is not None]
         if ranked:
@@ -542,6 +575,23 @@ class _ShapePlan:
                 if name in combo:
                     args[len(args) - n + i][1] = int(combo[name])
         return args
+
+
+# What kls.render passes for a runtime variable the instance leaves unset.
+RUNTIME_DEFAULTS: dict[str, Any] = {"swizzle": 1}
+
+
+def own_values(spec: InstanceSpec, names: Any) -> dict[str, Any]:
+    """The instance's own values of `names`: its variables, and for a runtime variable it
+    leaves unset the value its render passes (so its current choice is found and measured)."""
+    runtime = runtime_variables(spec)
+    out: dict[str, Any] = {}
+    for name in names:
+        if name in spec.variables:
+            out[name] = spec.variables[name]
+        elif name in runtime and name in RUNTIME_DEFAULTS:
+            out[name] = RUNTIME_DEFAULTS[name]
+    return out
 
 
 def swap_of(spec: InstanceSpec, unit: BuildUnit) -> bool:
@@ -586,9 +636,7 @@ class _Stage1:
             k for k in keys if not any(p.problem for (pk, _), p in plans.items() if pk == k)
         ]
         self.result = result
-        own = {
-            k: tuner.spec.variables[k] for k in cs.runtime_combos[0] if k in tuner.spec.variables
-        }
+        own = own_values(tuner.spec, cs.runtime_combos[0])
         self.combo = own if own in cs.runtime_combos else cs.runtime_combos[0]
         self.queue: list[tuple[BuildUnit, BuildRecord]] = []
         self.cond = threading.Condition()
@@ -631,6 +679,8 @@ class _Stage1:
                 if self.tuner.cancel.is_set():
                     return
                 m = self.measure(unit, key, self.combo, 1, self.tuner.options.stage1)
+                if self.tuner.cancel.is_set():
+                    return
                 with self.tuner.lock:
                     self.result.measurements.append(m)
                     self.tuner._tick(m.ok)

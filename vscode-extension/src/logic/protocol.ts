@@ -7,10 +7,11 @@ export const SELECT_INSTANCE_COMMAND = "kls.selectInstance";
 export const COMPILE_COMMAND = "kls.compile";
 export const CANCEL_COMMAND = "kls.cancel";
 export const BENCHMARK_COMMAND = "kls.benchmark";
+export const TUNE_COMMAND = "kls.tune";
 
 export type CompileMode = "check" | "build";
-export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench";
-export type JobKind = "compile" | "bench";
+export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench" | "kls-tune";
+export type JobKind = "compile" | "bench" | "tune";
 export type Profile = "inductor-2023" | "torch-2.11";
 export type InstanceKind = "cutlass_gemm" | "cuda";
 export type Reference = "gemm" | "softmax" | "none";
@@ -58,4 +59,17 @@ export interface BenchmarkAnswer {
   cancelled?: boolean;
   headline?: string;
   report?: Record<string, unknown>;
+}
+
+/** `kls.tune [uri]`: `build_only` when there was no GPU (the headline says so). */
+export interface TuneAnswer {
+  ok: boolean;
+  instance?: string;
+  error?: string;
+  cancelled?: boolean;
+  build_only?: boolean;
+  headline?: string;
+  winner?: string | null;
+  margin?: number | null;
+  results?: string;
 }

@@ -60,7 +60,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
 }
 
 /** Commands that run nvcc or the GPU: refused in untrusted workspaces. */
-export const TRUST_REQUIRED = new Set(["kls.compile", "kls.benchmark"]);
+export const TRUST_REQUIRED = new Set(["kls.compile", "kls.benchmark", "kls.tune"]);
 
 export function untrustedMessage(command: string): string {
   return `${command} is off in an untrusted workspace: it runs nvcc (and the GPU) on files from this workspace. Trust the workspace to enable it.`;

@@ -1,5 +1,5 @@
 // The status bar item: active instance, server state, running jobs.
-import type { BenchmarkAnswer, CompileAnswer } from "./protocol";
+import type { BenchmarkAnswer, CompileAnswer, TuneAnswer } from "./protocol";
 
 export type ServerState = "starting" | "running" | "stopped" | "missing";
 
@@ -35,8 +35,10 @@ export function statusTooltip(input: StatusInput): string {
   return lines.join("\n");
 }
 
-/** One line for the status bar when a compile or benchmark job ends. */
-export function jobSummary(result: Partial<CompileAnswer & BenchmarkAnswer> | null | undefined): string {
+/** One line for the status bar when a compile, benchmark or tune job ends. */
+export function jobSummary(
+  result: Partial<CompileAnswer & BenchmarkAnswer & TuneAnswer> | null | undefined,
+): string {
   if (!result) {
     return "no answer";
   }

@@ -34,6 +34,7 @@ describe("server command line and settings", () => {
     };
     assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false, renderTimeout: 2 });
     assert.ok(TRUST_REQUIRED.has("kls.compile") && TRUST_REQUIRED.has("kls.benchmark"));
+    assert.ok(TRUST_REQUIRED.has("kls.tune")); // builds every candidate with nvcc, times on the GPU
     assert.ok(!TRUST_REQUIRED.has("kls.preview"));
     assert.ok(!TRUST_REQUIRED.has("kls.build")); // no such server command: build is kls.compile [uri, "build"]
     assert.match(untrustedMessage("kls.compile"), /untrusted workspace/);

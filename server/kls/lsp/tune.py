@@ -1,0 +1,398 @@
+"""Tuning from the editor: the Tune command as a job (`kls.lsp.jobs`: work-done progress and
+cancel), and the last tune of the active instance (`.kls/tune/<instance>/results.json`, from
+the editor or from `kls tune` on the command line) as a kls-tune diagnostic on the def_kernel
+line, a lens title and an inlay hint: the winner and its margin over the current op.
+
+Without a GPU the command builds the candidates only (what `kls tune --build-only` does) and
+says so in its answer and in the diagnostic. A result is stale once the instance renders
+differently from when it was tuned (an edit, or `--apply` changing its op).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from kls.bench.run import source_hash
+from kls.compile.run import CompileCancelled
+from kls.findings import Finding, Severity
+from kls.instances import InstanceSpec
+from kls.lsp.protocol import TUNE_COMMAND, TuneAnswer, uri_argument
+from kls.lsp.state import KlsServer
+from kls.positions import Range
+from kls.template.model import TemplateModel, parse_template
+from kls.template.source import is_python_file
+
+NO_INSTANCE = "no instance declares this template in kls.toml"
+NO_GPU = "no GPU here"  # how a build-only run for want of a GPU is told apart (its first note)
+# The GPU worker's command (None: `python -m kls.tune.worker`); tests put a stand-in here.
+GPU_WORKER: list[str] | None = None
+
+
+@dataclass(frozen=True)
+class TuneView:
+    """The last tune of an instance (results.json as read) and whether it is stale."""
+
+    data: dict[str, Any]
+    stale: bool = False
+    path: str = ""
+
+    # -- what results.json says -------------------------------------------------------------
+    @property
+    def build_only(self) -> bool:
+        return bool(self.data.get("build_only"))
+
+    @property
+    def no_gpu(self) -> bool:
+        return any(str(n).startswith(NO_GPU) for n in self.data.get("notes") or [])
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self.data.get("cancelled"))
+
+    def _builds(self) -> list[dict[str, Any]]:
+        return [b for b in self.data.get("builds") or [] if isinstance(b, dict)]
+
+    def _choice(self, key: str) -> dict[str, Any] | None:
+        value = self.data.get(key)
+        return value if isinstance(value, dict) and value.get("op") else None
+
+    def winner_op(self) -> str | None:
+        winner = self._choice("winner")
+        return str(winner["op"]) if winner else None
+
+    def margin(self) -> float | None:
+        """The winner's geometric-mean speed-up over the current op and variables."""
+        winner, current = self._choice("winner"), self._choice("current")
+        w = _number(winner.get("geomean_vs_cublas")) if winner else None
+        c = _number(current.get("geomean_vs_cublas")) if current else None
+        return w / c - 1 if w and c else None
+
+    def _name(self, choice: dict[str, Any]) -> str:
+        """A short name: the op's tile (and family), with its variables."""
+        record = next((b for b in self._builds() if b.get("unit") == choice.get("unit")), {})
+        tile = str(record.get("tile") or "")
+        name = f"{tile} {record.get('family') or ''}".strip() if tile else str(choice["op"])
+        variables = choice.get("vars") or {}
+        return f"{name} ({_vars(variables)})" if variables else name
+
+    def _same(self) -> bool:
+        winner, current = self._choice("winner"), self._choice("current")
+        return bool(
+            winner
+            and current
+            and winner.get("unit") == current.get("unit")
+            and winner.get("vars") == current.get("vars")
+        )
+
+    def _built(self) -> str:
+        builds = self._builds()
+        ok = sum(1 for b in builds if b.get("ok") is True)
+        failed = sum(1 for b in builds if b.get("ok") is False)
+        text = f"{ok} of {len(builds)} candidates built"
+        return text + (f", {failed} failed" if failed else "")
+
+    # -- in words ---------------------------------------------------------------------------
+    def summary(self) -> str:
+        """One short line: the lens title and the inlay hint."""
+        winner = self._choice("winner")
+        if self.build_only:
+            why = "no GPU, built only" if self.no_gpu else "built only"
+            text = f"tune ({why}): {self._built()}"
+        elif winner is None:
+            text = "tune: no configuration verified on every shape"
+        elif self._same():
+            text = f"tune: the current op is the best ({_ratio(winner)} cuBLAS)"
+        else:
+            margin = self.margin()
+            vs = f"{margin:+.1%} vs current" if margin is not None else "current not measured"
+            text = f"tune: {self._name(winner)} {vs} · {_ratio(winner)} cuBLAS"
+        return self._marks(text)
+
+    def message(self) -> str:
+        """The diagnostic: the same, with the full op names and what to do next."""
+        instance = self.data.get("instance", "?")
+        winner, current = self._choice("winner"), self._choice("current")
+        if self.build_only:
+            if self.no_gpu:
+                text = (
+                    f"kls tune {instance}: no GPU here, so the candidates were only built "
+                    f"(--build-only), not timed: {self._built()}. Tune on a machine with a GPU "
+                    "to find the winner."
+                )
+            else:
+                text = f"kls tune {instance} --build-only: {self._built()}."
+            failed = next((b for b in self._builds() if b.get("ok") is False), None)
+            if failed is not None and failed.get("error"):
+                text += f" First failure: {str(failed['error'])[:200]}"
+        elif winner is None:
+            text = (
+                f"kls tune {instance}: no configuration was verified on every shape "
+                f"({self._built()}); see {self.path or 'results.json'}."
+            )
+        elif self._same():
+            text = (
+                f"kls tune {instance}: the current op and variables are the best "
+                f"({winner['op']}, {_vars(winner.get('vars') or {})}): {_ratio(winner)} "
+                "cuBLAS (geometric mean over the shapes)."
+            )
+        else:
+            text = (
+                f"kls tune {instance}: winner {winner['op']} ({_vars(winner.get('vars') or {})})"
+                f": {_ratio(winner)} cuBLAS (geometric mean over the shapes)"
+            )
+            margin = self.margin()
+            if margin is not None and current is not None:
+                text += (
+                    f", {margin:+.1%} over the current op {current['op']} "
+                    f"({_vars(current.get('vars') or {})}: {_ratio(current)})"
+                )
+            else:
+                text += "; the current op was not measured"
+            text += ". `kls tune ... --apply` writes it into kls.toml."
+        return self._marks(text)
+
+    def _marks(self, text: str) -> str:
+        if self.cancelled:
+            text += " (cancelled: partial)"
+        if self.stale:
+            text += " (stale: the template changed since)"
+        return text
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _ratio(choice: dict[str, Any]) -> str:
+    value = _number(choice.get("geomean_vs_cublas"))
+    return "-" if value is None else f"{value:.3f}x"
+
+
+def _vars(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "no variables"
+
+
+# -- reading results.json ---------------------------------------------------------------------
+
+_read: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
+
+
+def results_path(spec: InstanceSpec) -> Path:
+    from kls.tune.runner import results_folder
+
+    return results_folder(spec) / "results.json"
+
+
+def read_results(path: Path) -> dict[str, Any] | None:
+    """results.json, read again only when it changed (lenses, hints and every check ask)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        _read.pop(path, None)
+        return None
+    key = (stat.st_mtime_ns, stat.st_size)
+    cached = _read.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    try:
+        loaded: Any = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        loaded = None  # unreadable, or not ours: show nothing
+    data: dict[str, Any] | None = loaded if isinstance(loaded, dict) else None
+    _read[path] = (key, data)
+    return data
+
+
+def tune_view(ls: KlsServer, uri: str) -> TuneView | None:
+    """The last tune of the active instance, and whether it renders differently since."""
+    spec = ls.active_instance(ls.path(uri))
+    if spec is None:
+        return None
+    path = results_path(spec)
+    data = read_results(path)
+    if data is None or data.get("instance") != spec.name:
+        return None
+    state = ls.docs.get(uri)
+    rendered = state.result.renders.get(spec.name) if state and state.result else None
+    tuned = data.get("source_hash")
+    stale = bool(
+        rendered is not None
+        and rendered.text is not None
+        and isinstance(tuned, str)
+        and tuned
+        and source_hash(rendered.text) != tuned
+    )
+    return TuneView(data, stale, str(path))
+
+
+# -- the diagnostic, lens and hint ------------------------------------------------------------
+
+
+def signature_ranges(model: TemplateModel) -> list[Range]:
+    """Where a template declares its kernel: its `kernel.def_kernel(...)` calls, else (a
+    torch-2.11 GEMM, whose def_kernel Inductor ran before rendering) its
+    `{{kernel_call_signature}}`. Lenses, the kls-tune diagnostic and the hint go there."""
+    calls = model.calls_to("kernel", "def_kernel")
+    if calls:
+        return [c.range for c in calls]
+    return list(model.name_uses.get("kernel_call_signature", []))[:1]
+
+
+def tune_finding(view: TuneView, rng: Range, path: str, instance: str) -> Finding:
+    severity = Severity.HINT if view.stale else Severity.INFO
+    return Finding("KT710", severity, rng, view.message(), path, instance, source="kls-tune")
+
+
+def tune_findings(ls: KlsServer, uri: str) -> list[Finding]:
+    view = tune_view(ls, uri)
+    if view is None or uri not in ls.docs or is_python_file(ls.path(uri)):
+        return []
+    anchors = signature_ranges(parse_template(ls.text(uri)))
+    if not anchors:
+        return []
+    instance = str(view.data.get("instance", ""))
+    return [tune_finding(view, anchors[0], str(ls.path(uri)), instance)]
+
+
+def update_findings(ls: KlsServer, uri: str, first: bool = True) -> None:
+    """Store the kls-tune finding of `uri` (after every check: the render it is compared with
+    changed)."""
+    ls.diagnostics.set(uri, "kls-tune", tune_findings(ls, uri))
+
+
+def resolve_tune_lens(lens: lsp.CodeLens, view: TuneView | None) -> lsp.CodeLens:
+    uri = lens.data.get("uri") if isinstance(lens.data, dict) else None
+    title = "Tune" if view is None else "Tune" + view.summary().removeprefix("tune")
+    lens.command = lsp.Command(title=title, command=TUNE_COMMAND, arguments=[uri])
+    return lens
+
+
+def tune_inlay_hints(model: TemplateModel, view: TuneView | None) -> list[lsp.InlayHint]:
+    if view is None:
+        return []
+    hints = []
+    for rng in signature_ranges(model):
+        line = rng.end.line
+        end = len(model.index.line_text(line))
+        hints.append(
+            lsp.InlayHint(
+                position=lsp.Position(line=line, character=end),
+                label=f" ⚙ {view.summary()}",
+                padding_left=True,
+            )
+        )
+    return hints
+
+
+# -- the command ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Outcome:
+    result: Any  # kls.tune.results.TuneResult
+    no_gpu: str = ""  # why no GPU worker started, when the candidates were only built
+
+
+def run_tune(
+    spec: InstanceSpec,
+    ls: KlsServer,
+    cancel: threading.Event,
+    report: Callable[[str], None],
+) -> _Outcome:
+    """The tune, in a worker thread: timed on the GPU, else (no GPU) built only; results.json
+    (and the plot) written unless it was cancelled."""
+    from kls.tune.plot import svg
+    from kls.tune.results import write_files
+    from kls.tune.runner import NoGpu, TuneOptions, Tuner, results_folder
+
+    options = TuneOptions(compile=ls.compile_options("build"), worker=GPU_WORKER)
+
+    def progress(p: Any) -> None:
+        report(p.line())
+
+    no_gpu = ""
+    try:
+        result = Tuner(spec, options, progress, cancel).run()
+    except NoGpu as exc:
+        if cancel.is_set():
+            raise CompileCancelled() from None
+        no_gpu = str(exc).split("; to only build")[0]
+        report(f"{NO_GPU}: building the candidates only")
+        options.build_only = True
+        result = Tuner(spec, options, progress, cancel).run()
+        result.notes.insert(0, f"{NO_GPU} ({no_gpu}): the candidates were only built")
+    if result.cancelled or cancel.is_set():
+        raise CompileCancelled()
+    write_files(result, results_folder(spec), None if result.build_only else svg(result))
+    return _Outcome(result, no_gpu)
+
+
+async def tune_active(ls: KlsServer, uri: str) -> TuneAnswer:
+    from kls.tune.runner import TuneError
+
+    path = ls.path(uri)
+    spec = ls.active_instance(path)
+    if spec is None:
+        return {"ok": False, "error": NO_INSTANCE}
+
+    def work(cancel: threading.Event, report: Callable[[str], None]) -> _Outcome:
+        return run_tune(spec, ls, cancel, report)
+
+    try:
+        outcome = await ls.jobs.run(f"tune:{path}", f"kls tune {spec.name}", work)
+    except (asyncio.CancelledError, CompileCancelled):
+        return {"ok": False, "cancelled": True, "instance": spec.name}
+    except TuneError as exc:
+        if str(exc) == "cancelled":
+            return {"ok": False, "cancelled": True, "instance": spec.name}
+        ls.window_show_message(
+            lsp.ShowMessageParams(type=lsp.MessageType.Error, message=f"kls tune: {exc}")
+        )
+        return {"ok": False, "instance": spec.name, "error": str(exc)}
+    result = outcome.result
+    view = TuneView(result.to_json(), path=result.files.get("json", ""))
+    for open_uri in ls.uris_of(path):
+        if open_uri in ls.docs:
+            update_findings(ls, open_uri)
+            ls.publish(open_uri)
+    ls.refresh_lenses()
+    _refresh_inlay_hints(ls)
+    headline = view.summary()
+    if outcome.no_gpu:
+        headline = f"{NO_GPU}: built the candidates only, not timed ({view._built()})"
+    ok = result.builds_ok > 0 if result.build_only else result.winner is not None
+    return {
+        "ok": ok,
+        "instance": spec.name,
+        "build_only": result.build_only,
+        "headline": headline,
+        "winner": view.winner_op(),
+        "margin": view.margin(),
+        "results": result.files.get("json", ""),
+    }
+
+
+def _refresh_inlay_hints(ls: KlsServer) -> None:
+    workspace = ls.client_capabilities.workspace
+    hints = workspace.inlay_hint if workspace else None
+    if hints is not None and hints.refresh_support:
+        ls.workspace_inlay_hint_refresh(None)
+
+
+async def tune_command(ls: KlsServer, *args: Any) -> TuneAnswer:
+    uri = uri_argument(args, TUNE_COMMAND)
+    await ls.load_config(ls.path(uri))
+    return await tune_active(ls, uri)
+
+
+def register(ls: KlsServer) -> None:
+    ls.command(TUNE_COMMAND)(tune_command)
+    ls.after_check.append(update_findings)
