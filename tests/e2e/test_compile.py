@@ -132,8 +132,20 @@ async def test_cancel_stops_the_command_and_kills_nvcc(
     result = await asyncio.wait_for(task, 30)
     assert result["cancelled"] is True  # type: ignore[index]
     await asyncio.sleep(0.3)
-    leftovers = subprocess.run(["pgrep", "-f", CACHE], capture_output=True, text=True)
-    assert leftovers.stdout.strip() == ""
+    assert nvcc_processes() == []
+
+
+def nvcc_processes() -> list[str]:
+    """nvcc and its tools working in this test's cache (clang's background preamble build,
+    which a compile's cancel does not stop, also works there)."""
+    found = subprocess.run(["pgrep", "-f", CACHE], capture_output=True, text=True).stdout.split()
+    names = []
+    for pid in found:
+        try:
+            names.append(Path(f"/proc/{pid}/comm").read_text().strip())
+        except OSError:
+            continue  # ended meanwhile
+    return [n for n in names if not n.startswith("clang")]
 
 
 @pytest.mark.asyncio
