@@ -146,16 +146,22 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("template", type=Path)
     tune.add_argument("--instance", "-i", required=True)
     tune.add_argument(
-        "--limit", type=_bounded(int, 1, 100000), metavar="N",
+        "--limit",
+        type=_bounded(int, 1, 100000),
+        metavar="N",
         help="build N candidates spread evenly over the compatible ops (reproducible)",
-    )  # fmt: skip
+    )
     tune.add_argument("--build-only", action="store_true", help="stop after the builds (no GPU)")
     tune.add_argument("--executor", choices=("local", "ray"), default="local")
     tune.add_argument("--ray-address", metavar="ADDR", help="a Ray cluster (default: start one)")
     tune.add_argument("--json", action="store_true", help="machine-readable output")
     tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
-    tune.add_argument("--jobs", type=_bounded(int, 1, 1024), metavar="N",
-                      help="local builds at a time (default: from cores and free memory)")  # fmt: skip
+    tune.add_argument(
+        "--jobs",
+        type=_bounded(int, 1, 1024),
+        metavar="N",
+        help="local builds at a time (default: from cores and free memory)",
+    )
     tune.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     tune.add_argument("--nvcc", default="nvcc")
     _add_extra_root(tune)

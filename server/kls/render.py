@@ -405,8 +405,7 @@ def _context_torch211(
             "template": api,
             "instance_definition": op.definition,
             "instance_type": op.type_name,
-            "epilogue_args": f"{{ElementComputeEpilogue({alpha}), "
-            f"ElementComputeEpilogue({beta})}}",
+            "epilogue_args": f"{{ElementComputeEpilogue({alpha}), ElementComputeEpilogue({beta})}}",
             "test_call_statement": api.test_call_statement(
                 ",".join(["X", "W", "Bias", *extra, "Y"]),
                 {n: buffers.get(n) is not None for n in ("Bias", *extra)},
