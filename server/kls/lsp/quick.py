@@ -29,6 +29,7 @@ from kls.template.source import python_file
 
 # Notices already shown, per server: one message per reason, never a storm.
 _SHOWN: weakref.WeakKeyDictionary[KlsServer, set[str]] = weakref.WeakKeyDictionary()
+_WARMED: weakref.WeakKeyDictionary[KlsServer, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 # The save each path's quick result belongs to: an older one arriving late is dropped.
 _SAVES: weakref.WeakKeyDictionary[KlsServer, dict[Path, int]] = weakref.WeakKeyDictionary()
 
@@ -104,6 +105,12 @@ def warm_preamble(ls: KlsServer, uri: str, first: bool) -> None:
     spec = ls.active_instance(ls.path(uri))
     if spec is None:
         return
+    # `first` is true after every edit (the first result for each text): warm once per
+    # document and instance, not once per keystroke.
+    warmed = _WARMED.setdefault(ls, set())
+    if (uri, spec.name) in warmed:
+        return
+    warmed.add((uri, spec.name))
     options = ls.compile_options("check")
     overrides = ls.overrides()
 
