@@ -286,7 +286,7 @@ class CodeServer:
             os.killpg(self.process.pid, signal.SIGKILL)  # (and kls serve) share the group
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright
 
