@@ -90,6 +90,9 @@ def _clang_info(path: str, mtime_ns: int) -> tuple[str | None, str]:
     return (match.group(1) if match else None), resource
 
 
+STANDIN_MTIME_NS = 946_684_800 * 10**9  # 2000-01-01
+
+
 def standin_dir() -> Path:
     """A kls-owned folder with empty stand-ins for the wrapper's headers this toolkit lacks."""
     folder = cache_dir("clang-standins")
@@ -98,6 +101,9 @@ def standin_dir() -> Path:
         if not target.is_file() or target.read_text(encoding="utf-8") != STANDIN_TEXT:
             target.unlink(missing_ok=True)
             target.write_text(STANDIN_TEXT, encoding="utf-8")
+            # Constant content, so a fixed old mtime: a compile that starts right after they
+            # are written must not take them for files edited during it (and skip caching).
+            os.utime(target, ns=(STANDIN_MTIME_NS, STANDIN_MTIME_NS))
     return folder
 
 
