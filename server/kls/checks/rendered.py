@@ -305,7 +305,9 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
     if body is None:
         return
     start, end = body
-    outer = _outermost(_blank_comments(text[: end + 1]), start + 1, end)
+    # Only the body is blanked (it opens right after the signature, outside any comment):
+    # blanking the whole rendered text cost ~3 ms a check on a CUTLASS instance.
+    outer = _outermost(_blank_comments(text[start : end + 1]), 1, end - start)
     for param in kernel.params():
         decl = re.compile(
             rf"(?<![\w.>:])([A-Za-z_][\w:]*(?:<[^;{{}}()]*>)?)[\s*&]+(?:const\s+)?[*&]*\s*"

@@ -96,6 +96,9 @@ class InstanceSet:
     path: Path | None
     instances: dict[str, InstanceSpec] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    _resolved: dict[str, tuple[TemplateRef, ...]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def for_template(self, template: Path) -> list[InstanceSpec]:
         """Instances whose main template is `template` (a file, a `file.py::NAME` source id,
@@ -105,11 +108,18 @@ class InstanceSet:
     def depends_on(self, path: Path) -> list[InstanceSpec]:
         """Instances whose rendering reads `path` (main template or a sub-template; for a
         Python file, any of its constants)."""
-        return [
-            i
-            for i in self.instances.values()
-            if _reads(path, (i.template, i.argument_template, i.epilogue_template))
-        ]
+        want = TemplateRef.parse(path).resolve()
+        return [i for i in self.instances.values() if _holds(want, self._sources(i))]
+
+    def _sources(self, instance: InstanceSpec) -> tuple[TemplateRef, ...]:
+        """The instance's template sources, resolved once per loaded config (resolving paths
+        on every check cost ~3 ms an edit in the language server)."""
+        cached = self._resolved.get(instance.name)
+        if cached is None:
+            paths = (instance.template, instance.argument_template, instance.epilogue_template)
+            cached = tuple(TemplateRef.parse(p).resolve() for p in paths if p is not None)
+            self._resolved[instance.name] = cached
+        return cached
 
     def sources_in(self, file: Path) -> list[str]:
         """The source ids (`file.py::NAME`) of the constants of Python file `file` that
@@ -137,13 +147,12 @@ class InstanceSet:
 def _reads(target: Path, sources: tuple[Path | None, ...]) -> bool:
     """Whether `target` (a file or a source id) is, or holds, one of `sources`."""
     want = TemplateRef.parse(target).resolve()
-    for p in sources:
-        if p is None:
-            continue
-        ref = TemplateRef.parse(p).resolve()
-        if ref == want or (want.constant is None and ref.file == want.file):
-            return True
-    return False
+    return _holds(want, tuple(TemplateRef.parse(p).resolve() for p in sources if p is not None))
+
+
+def _holds(want: TemplateRef, sources: tuple[TemplateRef, ...]) -> bool:
+    """Whether resolved `want` is, or (a whole file) holds, one of resolved `sources`."""
+    return any(ref == want or (want.constant is None and ref.file == want.file) for ref in sources)
 
 
 def find_config(start: Path) -> Path | None:
