@@ -309,6 +309,8 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
     # blanking the whole rendered text cost ~3 ms a check on a CUTLASS instance.
     outer = _outermost(_blank_comments(text[start : end + 1]), 1, end - start)
     for param in kernel.params():
+        if not re.search(rf"(?<![\w.]){re.escape(param.name)}\s*[=;\[{{(]", outer):
+            continue  # cheap: the full declaration pattern below backtracks over the body
         decl = re.compile(
             rf"(?<![\w.>:])([A-Za-z_][\w:]*(?:<[^;{{}}()]*>)?)[\s*&]+(?:const\s+)?[*&]*\s*"
             rf"{re.escape(param.name)}\s*(?:=|;|\[|\{{|\()"
