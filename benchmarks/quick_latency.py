@@ -39,7 +39,8 @@ def main() -> int:
         print(f"cannot run the quick tier: {probe.notice}")
         return 1
     print(f"load before: {os.getloadavg()}")
-    for child in store.cache.folder(quick.key).iterdir():  # a cold build, timed
+    folder = store.cache.folder(quick.key)
+    for child in folder.iterdir() if folder.is_dir() else ():  # a cold build, timed
         if child.name != ".lock":
             child.unlink()
     started = time.monotonic()
