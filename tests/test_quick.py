@@ -19,7 +19,7 @@ from kls.compile import CompileOptions
 from kls.compile.clang import ClangUnavailable, find_clang
 from kls.compile.diagnostics import CLANG, is_mappable, parse_clang
 from kls.compile.preamble import BACKGROUND, PreambleStore, split, warmup
-from kls.compile.quick import quick_check
+from kls.compile.quick import prepare_preamble, quick_check
 from kls.instances import load_instances
 
 HAVE_NVCC = shutil.which("nvcc") is not None
@@ -197,8 +197,58 @@ def test_without_a_preamble_the_editor_checks_the_whole_file_and_builds_it_behin
     assert [f.range.start.line for f in result.findings] == [line]
     pending = [f for f in BACKGROUND._running.values()]
     for future in pending:
-        assert future.result(timeout=300).ok
-    assert list((tmp_path / "cache" / "preamble").glob("*/*/preamble.pch"))
+        future.result(timeout=300)
+    # the plain preamble; the warm one could not be made of this entry text (it has a mistake)
+    assert len(list((tmp_path / "cache" / "preamble").glob("*/*/preamble.pch"))) == 1
+
+
+def _wait_for_background() -> None:
+    for future in list(BACKGROUND._running.values()):
+        future.result(timeout=300)
+
+
+@needs_tools
+def test_the_plain_preamble_first_then_the_warm_one_chained_on_it(
+    work: Path, tmp_path: Path
+) -> None:
+    spec = instance(work)
+    store = PreambleStore()
+    assert prepare_preamble(spec, CompileOptions(), store=store) is not None
+    _wait_for_background()
+    pchs = sorted((tmp_path / "cache" / "preamble").glob("*/*/preamble.pch"))
+    sources = {p.parent / "kernel.cu": (p.parent / "kernel.cu").read_text() for p in pchs}
+    warm = [p for p, text in sources.items() if text.startswith("namespace __kls_preamble_warmup")]
+    plain = [p for p, text in sources.items() if "#include" in text]
+    assert len(pchs) == 2 and len(warm) == 1 and len(plain) == 1
+    assert 'extern "C"' not in sources[warm[0]] and "#include" not in sources[warm[0]]
+    assert prepare_preamble(spec, CompileOptions(), store=store) is None  # both stored
+    # saves use the warm one, and still find the entry's mistakes
+    line, _ = plant(work, "softmax.cu.jinja", "  return -1;\n  }\n}", "  return -1 +;\n  }\n}")
+    result = quick_check(instance(work), CompileOptions(), store=store, wait_for_preamble=False)
+    assert [f.range.start.line for f in result.findings] == [line]
+    assert str(warm[0].parent / "preamble.pch") in result.command
+
+
+@needs_tools
+def test_until_the_warm_preamble_is_stored_saves_use_the_plain_one(
+    work: Path, tmp_path: Path
+) -> None:
+    store = PreambleStore()
+    assert quick_check(instance(work), CompileOptions(), store=store).ok  # the CLI: plain only
+    [pch] = (tmp_path / "cache" / "preamble").glob("*/*/preamble.pch")
+    line, _ = plant(work, "softmax.cu.jinja", "  return -1;\n  }\n}", "  return -1 +;\n  }\n}")
+    result = quick_check(instance(work), CompileOptions(), store=store, wait_for_preamble=False)
+    assert [f.range.start.line for f in result.findings] == [line]
+    assert str(pch) in result.command
+    _wait_for_background()  # a check with a mistake starts no warm build
+    assert list((tmp_path / "cache" / "preamble").glob("*/*/preamble.pch")) == [pch]
+    plant(work, "softmax.cu.jinja", "  return -1 +;\n  }\n}", "  return -1;\n  }\n}")
+    result = quick_check(instance(work), CompileOptions(), store=store, wait_for_preamble=False)
+    assert result.ok and str(pch) in result.command
+    _wait_for_background()  # a clean one does, in the background
+    assert len(list((tmp_path / "cache" / "preamble").glob("*/*/preamble.pch"))) == 2
+    result = quick_check(instance(work), CompileOptions(), store=store, wait_for_preamble=False)
+    assert result.ok and str(pch) not in result.command
 
 
 @needs_nvcc

@@ -151,9 +151,15 @@ def clang_flags(
 
 
 def pch_command(
-    clang: Clang, flags: list[str], source: Path, output: Path, deps: Path | None
+    clang: Clang,
+    flags: list[str],
+    source: Path,
+    output: Path,
+    deps: Path | None,
+    base: Path | None = None,
 ) -> list[str]:
-    """Build a precompiled header of `source` (templates used in it instantiated into it)."""
+    """Build a precompiled header of `source` (templates used in it instantiated into it);
+    with `base`, a PCH chained on that one (which must stay where it is to be used)."""
     dep_flags = ["-MD", "-MF", str(deps)] if deps is not None else []
     return [
         clang.path,
@@ -162,6 +168,7 @@ def pch_command(
         "-Xclang",
         "-emit-pch",
         "-fpch-instantiate-templates",
+        *(["-include-pch", str(base)] if base is not None else []),
         *dep_flags,
         str(source),
         "-o",

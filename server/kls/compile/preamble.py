@@ -9,13 +9,23 @@ every line number clang reports, in the preamble or after it, is the rendered fi
 the source map applies unchanged.
 
 So that the check does not redo the instantiations the entry function asks for (`gemm_op.run`,
-`can_implement`, ...: 1.8 s of the 2.2 s), the precompiled text is the preamble followed by a
-*warm-up*: the entry code as it was when the preamble was built, inside a kls namespace with
-`extern "C"` blocks turned into namespaces. Templates it uses are instantiated into the PCH
+`can_implement`, ...: 1.8 s of the 2.2 s), a second PCH precompiles a *warm-up*: the entry
+code as it was when that PCH was built, inside a kls namespace with `extern "C"` blocks turned
+into namespaces. Templates it uses are instantiated into the PCH
 (`-fpch-instantiate-templates`). The warm-up does not change what is checked (it lives in its
-own namespace, and the real entry code is checked in full every time); if it does not compile
-(the entry code had a mistake, or declares something a namespace cannot hold), the preamble is
-built without it.
+own namespace, and the real entry code is checked in full every time).
+
+Preambles come in two stages, stored under keys of their own. The *plain* one (the preamble
+alone: ~6 s for the SM90 GEMM on 2 cores) is built first, so that saves can use it at once
+(~2.2 s a check). The *warm* one is the warm-up alone, precompiled on top of the plain one (a
+chained PCH: ~2.7 s, where precompiling the preamble and the warm-up together took ~8.5 s),
+built right after it in the background; checks switch to it as soon as it is stored (~0.5 s).
+A chained PCH names the plain PCH's file and is only valid with that very file, so the warm
+key is the plain key and the plain PCH's mtime and size (`warm_key`): a rebuilt plain preamble
+orphans the old warm one (evicted in time), and the plain one is looked up (and its use
+recorded) before the warm one, so it is never evicted first. A warm-up that does not compile
+(the entry code had a mistake, or declares something a namespace cannot hold) leaves the plain
+preamble in use; it is not cached.
 
 Preambles are entries of a `CompileCache` of their own (`~/.cache/kls/preamble`), keyed like
 compiles: the preamble's text, clang's whole command with machine paths neutralised, clang's
@@ -27,6 +37,7 @@ builds run one at a time at a lower CPU priority.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
@@ -49,7 +60,7 @@ PCH_NAME = "preamble.pch"
 DEPS_NAME = "preamble.d"
 USED = "used"  # touched on every use: eviction goes by its mtime
 MAX_BYTES = 1024 * 1024 * 1024  # ~12 SM90 GEMM preambles (70-85 MB each)
-KEY_FORMAT = "kls-preamble-1"
+KEY_FORMAT = "kls-preamble-2"
 BUILD_TIMEOUT_S = 300.0
 WARM_NAMESPACE = "__kls_preamble_warmup"
 _EXTERN_C_BLOCK = re.compile(r'\bextern\s+"C"\s*\{')
@@ -107,10 +118,25 @@ class PreambleStore:
     def key(
         self, tc: Toolchain, clang: Clang, flags: list[str], preamble: str, project: Path
     ) -> str:
+        """The plain preamble's key."""
         command = portable_command(flags, tc, project)
         versions = f"{KEY_FORMAT}|clang {clang.version} {clang.path} {clang.resource_dir}|nvcc "
         versions += f"{tc.nvcc_version}|cutlass {tc.cutlass_version}"
         return compile_key(preamble, command, versions, nvcc_environment())
+
+    @staticmethod
+    def warm_key(plain: Preamble) -> str | None:
+        """The key of the warm preamble chained on `plain` (a usable plain preamble): it does
+        not depend on the entry code its warm-up was made of (any version speeds up a check),
+        but on the plain PCH's very file. None when that file is gone."""
+        if not plain.ok or plain.pch is None:
+            return None
+        try:
+            st = plain.pch.stat()
+        except OSError:
+            return None
+        text = f"{plain.key}|warm|{st.st_mtime_ns}|{st.st_size}"
+        return hashlib.sha256(text.encode()).hexdigest()
 
     def roots(self, key: str, tc: Toolchain, project: Path) -> DepRoots:
         folder = self.cache.folder(key)
@@ -130,21 +156,19 @@ class PreambleStore:
         split_text: Split,
         cancel: threading.Event | None = None,
         background: bool = False,
+        base: Preamble | None = None,
     ) -> Preamble:
         """The preamble for `key`, built now unless stored (another process building it is
-        waited for). With the warm-up first; without it when that fails for any reason."""
+        waited for): the plain one, or with `base` (the plain one) the warm one chained on it
+        (`key` is then `warm_key(base)`; when its warm-up fails it is not stored and `ok` is
+        false)."""
         with self.cache.lock(key, cancel):
             entry = self.cache.get(key, roots)
             if entry is not None:
                 return self._preamble(key, entry, cached=True)
             folder = self.cache.reset(key)
             started = time.monotonic()
-            entry = self._run(folder, roots, clang, flags, split_text, True, cancel, background)
-            if not entry.ok:
-                folder = self.cache.reset(key)
-                entry = self._run(
-                    folder, roots, clang, flags, split_text, False, cancel, background
-                )
+            entry = self._run(folder, roots, clang, flags, split_text, base, cancel, background)
             entry.seconds = time.monotonic() - started
             if entry.deps is not None:
                 self.cache.put(key, entry)
@@ -158,14 +182,18 @@ class PreambleStore:
         clang: Clang,
         flags: list[str],
         split_text: Split,
-        warm: bool,
+        base: Preamble | None,
         cancel: threading.Event | None,
         background: bool,
     ) -> Entry:
-        text = split_text.preamble + (warmup(split_text.rest) if warm else "")
+        warm = base is not None
+        text = warmup(split_text.rest) if warm else split_text.preamble
         (folder / SOURCE_NAME).write_text(text, encoding="utf-8")
         partial = folder / f".{PCH_NAME}.partial"
-        command = pch_command(clang, flags, folder / SOURCE_NAME, partial, folder / DEPS_NAME)
+        base_pch = base.pch if base is not None else None
+        command = pch_command(
+            clang, flags, folder / SOURCE_NAME, partial, folder / DEPS_NAME, base_pch
+        )
         started_ns = time.time_ns()
         started = time.monotonic()
         log, code = run_in_own_group(
@@ -178,7 +206,7 @@ class PreambleStore:
         if ok:
             os.replace(partial, folder / PCH_NAME)
         elif warm or not _preamble_errors(log, folder / SOURCE_NAME, split_text.lines):
-            # the warm-up failed (retried without it), or clang could not run at all
+            # the warm-up failed (the plain preamble stays in use), or clang could not run
             return Entry(False, code, log, seconds, None, None)
         deps = record_deps(folder / DEPS_NAME, folder, roots, started_ns) if code >= 0 else None
         return Entry(ok, code, log, seconds, PCH_NAME if ok else None, deps)
@@ -223,9 +251,9 @@ class BackgroundBuilds:
     def __init__(self) -> None:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kls-preamble")
         self._lock = threading.Lock()
-        self._running: dict[str, Future[Preamble]] = {}
+        self._running: dict[str, Future[Preamble | None]] = {}
 
-    def submit(self, key: str, build: Callable[[], Preamble]) -> Future[Preamble]:
+    def submit(self, key: str, build: Callable[[], Preamble | None]) -> Future[Preamble | None]:
         with self._lock:
             running = self._running.get(key)
             if running is not None:
@@ -235,7 +263,7 @@ class BackgroundBuilds:
         future.add_done_callback(lambda _: self._done(key))
         return future
 
-    def pending(self, key: str) -> Future[Preamble] | None:
+    def pending(self, key: str) -> Future[Preamble | None] | None:
         with self._lock:
             return self._running.get(key)
 

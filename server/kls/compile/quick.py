@@ -3,8 +3,10 @@
 `kls compile --mode quick` and the editor's on-save check run this first, then nvcc's check
 (`compile_instance`), whose result replaces this one. It runs
 `clang++ -x cuda --cuda-host-only -fsyntax-only` (flags in `kls.compile.clang`) against the
-instance's precompiled preamble (`kls.compile.preamble`); with no preamble yet it checks the
-whole file and (in the editor) builds the preamble in the background for the next save.
+instance's precompiled preamble (`kls.compile.preamble`): the warm one when it is stored, else
+the plain one. With no preamble yet it checks the whole file and (in the editor) builds the
+plain preamble in the background for the next save, then the warm one; the CLI builds only the
+plain one (a plain build and a check cost less than a warm build and a check).
 
 Only what clang reports on the rendered file, or inside a header on behalf of a rendered line
 (its instantiation notes), becomes a finding: KT606, source `clang`, mapped through the
@@ -44,6 +46,10 @@ CHECK_TIMEOUT_S = 120.0
 # retried in this process (each try costs seconds); the notice is given instead.
 _UNHANDLED: dict[str, str] = {}
 _UNHANDLED_LOCK = threading.Lock()
+# Warm preambles whose warm-up did not compile: the entry texts tried. A warm build is tried
+# again only after a clean check of a new entry text, and not after WARM_TRIES failures.
+_WARM_FAILED: dict[str, set[str]] = {}
+WARM_TRIES = 2
 
 __all__ = ["MODE", "prepare_preamble", "quick_check"]
 
@@ -74,16 +80,20 @@ def prepare_preamble(
     options: CompileOptions,
     overrides: dict[Path, str] | None = None,
     store: PreambleStore | None = None,
-) -> Future[Preamble] | None:
-    """Start building the instance's preamble in the background unless it is stored (an
-    instance opened in the editor, or whose op changed); None when there is nothing to do."""
+) -> Future[Preamble | None] | None:
+    """Start building the instance's preambles in the background unless they are stored (an
+    instance opened in the editor, or whose op changed): the plain one, then the warm one.
+    The future of the first still to build; None when there is nothing to do."""
     result = CompileResult(instance.name, MODE, ok=True)
     quick = _Quick.prepare(instance, options, overrides, result, store)
-    if quick is None or quick.parts is None or quick.key is None:
+    if quick is None or quick.parts is None or quick.key is None or quick.key in _UNHANDLED:
         return None
-    if quick.key in _UNHANDLED or quick.store.lookup(quick.key, quick.roots()) is not None:
+    plain = quick.store.lookup(quick.key, quick.roots())
+    if plain is None:
+        return quick.build_in_background()
+    if quick.warm(plain) is not None:
         return None
-    return quick.build_in_background()
+    return quick.warm_in_background(plain)
 
 
 class _Quick:
@@ -107,7 +117,7 @@ class _Quick:
         self.parts: Split | None = split(text)
         self.tc = tc
         self.project = project
-        self.key: str | None = None
+        self.key: str | None = None  # the plain preamble's
         if self.parts is not None:
             self.key = store.key(tc, clang, flags, self.parts.preamble, project)
 
@@ -142,11 +152,13 @@ class _Quick:
             store or PreambleStore(), clang, flags, rendered, rendered.text + "\n", project, tc
         )
 
-    def roots(self) -> DepRoots:
-        assert self.key is not None
-        return self.store.roots(self.key, self.tc, self.project)
+    def roots(self, key: str | None = None) -> DepRoots:
+        key = key or self.key
+        assert key is not None
+        return self.store.roots(key, self.tc, self.project)
 
     def _build(self, cancel: threading.Event | None, background: bool) -> Preamble:
+        """The plain preamble, built now unless stored."""
         assert self.key is not None and self.parts is not None
         preamble = self.store.build(
             self.key, self.roots(), self.clang, self.flags, self.parts, cancel, background
@@ -156,24 +168,64 @@ class _Quick:
                 _UNHANDLED[self.key] = _first_error(preamble.log)
         return preamble
 
-    def build_in_background(self) -> Future[Preamble]:
+    def warm(self, plain: Preamble) -> Preamble | None:
+        """The stored warm preamble chained on `plain`, if any."""
+        key = self.store.warm_key(plain)
+        return None if key is None else self.store.lookup(key, self.roots(key))
+
+    def _build_warm(self, cancel: threading.Event | None, background: bool) -> Preamble | None:
+        """The warm preamble, built now unless stored; None when there is no usable plain
+        one (the warm-up would fail the same way) or its warm-up failed."""
+        assert self.key is not None and self.parts is not None
+        plain = self.store.lookup(self.key, self.roots())
+        key = None if plain is None else self.store.warm_key(plain)
+        if plain is None or key is None:
+            return None
+        warm = self.store.build(
+            key, self.roots(key), self.clang, self.flags, self.parts, cancel, background, plain
+        )
+        if warm.ok:
+            return warm
+        with _UNHANDLED_LOCK:
+            _WARM_FAILED.setdefault(key, set()).add(self.parts.rest)
+        return None
+
+    def build_in_background(self) -> Future[Preamble | None]:
+        """The plain preamble, then the warm one (one build at a time): the plain one's
+        future."""
         assert self.key is not None
-        return BACKGROUND.submit(self.key, lambda: self._build(None, background=True))
+        future = BACKGROUND.submit(self.key, lambda: self._build(None, background=True))
+        BACKGROUND.submit(self.key + "-warm", lambda: self._build_warm(None, background=True))
+        return future
+
+    def warm_in_background(self, plain: Preamble) -> Future[Preamble | None] | None:
+        """The warm preamble chained on `plain` in the background, unless its warm-up already
+        failed with this entry text or too often; the future of its build."""
+        assert self.key is not None and self.parts is not None
+        failed = _WARM_FAILED.get(self.store.warm_key(plain) or "", set())
+        if self.parts.rest in failed or len(failed) >= WARM_TRIES:
+            return None
+        build = lambda: self._build_warm(None, background=True)  # noqa: E731
+        return BACKGROUND.submit(self.key + "-warm", build)
 
     def run(
         self, result: CompileResult, cancel: threading.Event | None, wait_for_preamble: bool
     ) -> None:
         preamble: Preamble | None = None
+        warm = False
         if self.key is not None and self.parts is not None:
             unhandled = _UNHANDLED.get(self.key)
             if unhandled is not None:
                 result.notice = _cannot_handle(unhandled)
                 return
-            preamble = self.store.lookup(self.key, self.roots())
-            if preamble is None and wait_for_preamble:
-                preamble = self._build(cancel, background=False)
-            elif preamble is None:
+            plain = self.store.lookup(self.key, self.roots())
+            if plain is None and wait_for_preamble:
+                plain = self._build(cancel, background=False)
+            elif plain is None:
                 self.build_in_background()
+            preamble = None if plain is None else self.warm(plain)
+            warm = preamble is not None
+            preamble = preamble or plain
             if preamble is not None and not preamble.ok:
                 if not _own_errors(preamble):
                     result.notice = _cannot_handle(_first_error(preamble.log))
@@ -193,6 +245,10 @@ class _Quick:
             return
         self._report(result, log, source)
         result.command = check_command(self.clang, self.flags, source, pch)
+        if pch is not None and not warm and not errors and not wait_for_preamble:
+            # checked against the plain preamble: a clean entry text makes a good warm-up
+            assert preamble is not None
+            self.warm_in_background(preamble)
 
     def _check(
         self, text: str, pch: Path | None, cancel: threading.Event | None
