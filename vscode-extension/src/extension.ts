@@ -304,6 +304,9 @@ async function start(): Promise<void> {
     outputChannel: output,
     traceOutputChannel: output,
     synchronize: {
+      // kls.* changes reach the server (workspace/didChangeConfiguration: it pulls them again,
+      // through the trust middleware below); without this a change needed a restart.
+      configurationSection: "kls",
       fileEvents: [
         vscode.workspace.createFileSystemWatcher("**/{kls.toml,pyproject.toml,*.jinja,*.j2}"),
         ...namedPythonFiles.map((file) =>

@@ -43,9 +43,11 @@ EXTENSION = ROOT / "vscode-extension"
 SCREENSHOTS = os.environ.get("KLS_E2E_SCREENSHOTS")  # a folder (docs/images) or unset: tmp
 
 # What the test workspace plants on top of templates/: two kls findings on one line (the
-# issue-13 template: "2 errors", not 4), and a C++ error that only nvcc finds.
+# issue-13 template: "2 errors", not 4), a C++ error that only nvcc finds, and a clean copy of
+# softmax for the on-save test to plant a C++ error in (clang's quick check, then nvcc's).
 PLANTED = "planted.cu.jinja"
 CXX_ERROR = "cxx_error.cu.jinja"
+ON_SAVE = "on_save.cu.jinja"
 PLANTED_INSTANCES = """
 [instances.planted_bf16]
 template = "planted.cu.jinja"
@@ -55,6 +57,12 @@ tensors.Y = { shape = [8192, 4096], dtype = "bf16" }
 
 [instances.cxx_error_bf16]
 template = "cxx_error.cu.jinja"
+vars = { BLOCK_SIZE = 256 }
+tensors.X = { shape = [8192, 4096], dtype = "bf16" }
+tensors.Y = { shape = [8192, 4096], dtype = "bf16" }
+
+[instances.on_save_bf16]
+template = "on_save.cu.jinja"
 vars = { BLOCK_SIZE = 256 }
 tensors.X = { shape = [8192, 4096], dtype = "bf16" }
 tensors.Y = { shape = [8192, 4096], dtype = "bf16" }
@@ -150,6 +158,7 @@ def make_workspace(root: Path) -> Path:
     assert GOOD_NULL_CHECK in softmax and GOOD_SCALE in softmax
     (work / PLANTED).write_text(softmax.replace(GOOD_NULL_CHECK, BAD_NULL_CHECK))
     (work / CXX_ERROR).write_text(softmax.replace(GOOD_SCALE, BAD_SCALE))
+    (work / ON_SAVE).write_text(softmax)
     with (work / "kls.toml").open("a") as f:
         f.write(PLANTED_INSTANCES)
     return work

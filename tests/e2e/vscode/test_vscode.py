@@ -19,6 +19,8 @@ from tests.e2e.vscode.conftest import (
     BAD_NULL_CHECK,
     BAD_SCALE,
     CXX_ERROR,
+    GOOD_SCALE,
+    ON_SAVE,
     PLANTED,
     CodeServer,
     Workbench,
@@ -66,6 +68,40 @@ def problems_rows(vs: Workbench) -> list[str]:
         f"{rows.nth(i).get_attribute('aria-label')} | {rows.nth(i).inner_text()}".replace("\n", " ")
         for i in range(rows.count())
     ]
+
+
+def file_errors(vs: Workbench, name: str) -> list[str]:
+    """The Problems panel's error rows of the file `name` (below its header row)."""
+    rows, current = [], ""
+    for row in problems_rows(vs):
+        if not row.startswith(("Error:", "Warning:", "Info:")):
+            current = row
+        elif row.startswith("Error:") and f" in file {name} " in current:
+            rows.append(row)
+    return rows
+
+
+def set_workspace_settings(vs: Workbench, settings: dict[str, Any]) -> None:
+    """Write the workspace's settings.json in its editor and save it, as a user does (VS Code
+    applies a file it saves itself at once; one written behind its back may go unnoticed)."""
+    vs.command("Preferences: Open Workspace Settings (JSON)")
+    # (a tab, or in VS Code 1.139 a modal editor: its title names the file)
+    vs.page.get_by_text("settings.json").first.wait_for(state="visible", timeout=20_000)
+    vs.wait_for(
+        lambda: vs.page.evaluate("document.activeElement?.closest('.monaco-editor') !== null"),
+        "the settings editor focused",
+        timeout=10,
+    )
+    vs.page.keyboard.press("Control+a")
+    vs.page.keyboard.type(json.dumps(settings))
+    vs.page.keyboard.press("Control+s")
+    saved = vs.server.folder / ".vscode" / "settings.json"
+    vs.wait_for(
+        lambda: saved.is_file() and json.loads(saved.read_text()) == settings, "settings saved"
+    )
+    vs.page.keyboard.press("Control+w")
+    vs.page.keyboard.press("Escape")
+    time.sleep(1.0)  # on its way to the server (workspace/didChangeConfiguration)
 
 
 def settled_count(vs: Workbench, expected: tuple[int, int], what: str) -> None:
@@ -285,6 +321,52 @@ def test_compile_puts_nvcc_diagnostic_on_the_template_line(
     ), rows
     runs = trusted_server.nvcc_runs()
     assert any("-fdevice-syntax-only" in run for run in runs), runs
+
+
+def test_on_save_clang_s_quick_result_comes_first_then_nvcc_s_replaces_it(
+    vscode: Workbench, trusted_server: CodeServer
+) -> None:
+    path = trusted_server.folder / ON_SAVE
+    vscode.page.keyboard.press("Escape")
+    vscode.command("View: Close All Editors")
+    set_workspace_settings(vscode, {"kls.compileOnSave": True})  # off for the other tests
+    try:
+        vscode.open_file(ON_SAVE)
+        vscode.wait_for(lambda: "on_save_bf16" in vscode.kls_status(), "the template's instance")
+        time.sleep(2.0)  # its first check, and the setting on its way to the server
+        assert file_errors(vscode, ON_SAVE) == []  # (the compile test's nvcc row may stay)
+        line, text = line_of(path, GOOD_SCALE)
+        column = text.index("row_sum") + 1
+        vscode.replace_line_text(line, "row_sum", "row_total", text)  # lint cannot see it
+        vscode.page.keyboard.press("Control+s")
+        saved = time.monotonic()
+
+        def errors() -> list[str]:
+            return file_errors(vscode, ON_SAVE)
+
+        first = vscode.wait_for(errors, "the first compile diagnostic after the save", timeout=60)
+        quick_at = time.monotonic() - saved
+        assert len(first) == 1, first
+        assert "row_total" in first[0] and f"clang KT606 [Ln {line}, Col {column}]" in first[0], (
+            first,
+            trusted_server.nvcc_runs(),
+        )
+        assert "quick check (clang)" in first[0], first
+        verdict = vscode.wait_for(
+            lambda: [r for r in errors() if "nvcc KT601" in r],
+            "nvcc's verdict in place of clang's",
+            timeout=120,
+        )
+        nvcc_at = time.monotonic() - saved
+        assert f"nvcc KT601 [Ln {line}, Col {column}]" in verdict[0] and "row_total" in verdict[0]
+        time.sleep(2.0)
+        rows = errors()
+        assert len(rows) == 1 and "nvcc KT601" in rows[0], rows  # clang's row is gone
+        print(f"save -> clang's diagnostic {quick_at:.1f} s, -> nvcc's {nvcc_at:.1f} s")
+    finally:
+        vscode.page.keyboard.press("Escape")
+        vscode.command("View: Close All Editors")
+        set_workspace_settings(vscode, {})
 
 
 def _alive(pid: int) -> bool:
