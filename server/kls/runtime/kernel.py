@@ -206,15 +206,8 @@ class Kernel:
             self.recorder.add(
                 "KT207", Severity.ERROR, f"'{name}' is not a valid C identifier", rec, 2
             )
-        elif name in self.reserved:
-            self.recorder.add(
-                "KT208",
-                Severity.ERROR,
-                f"parameter name '{name}' collides with a name the signature or the template's "
-                "C code declares; rename it in names_str",
-                rec,
-                2,
-            )
+        elif self._is_reserved(name):
+            self.recorder.add("KT208", Severity.ERROR, self._reserved_message(name), rec, 2)
         previous = table.get(node.get_name())
         if previous is not None:
             self.recorder.add(
@@ -226,9 +219,22 @@ class Kernel:
             )
             self.declared.pop(previous, None)
         table[node.get_name()] = name
-        ctypes[node.get_name()] = node.spec.dtype.cpp
+        ctypes[node.get_name()] = self._param_ctype(node)
         self.named_nodes[name] = node
         self.declared[name] = rec
+
+    # What differs between profiles in registering a buffer: reserved names and C types.
+    def _is_reserved(self, name: str) -> bool:
+        return name in self.reserved
+
+    def _reserved_message(self, name: str) -> str:
+        return (
+            f"parameter name '{name}' collides with a name the signature or the template's "
+            "C code declares; rename it in names_str"
+        )
+
+    def _param_ctype(self, node: Buffer) -> str:
+        return node.spec.dtype.cpp
 
     def params(self) -> list[CParam]:
         out = [

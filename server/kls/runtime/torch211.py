@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from kls.findings import Severity
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel
 from kls.runtime.record import CallRecord, Recorder
@@ -305,47 +304,17 @@ class Torch211Kernel(Kernel):
         rec.result = self.signature
         return self.signature
 
-    def _register(
-        self,
-        name: str,
-        node: Buffer | None,
-        table: dict[str, str],
-        ctypes: dict[str, str],
-        rec: CallRecord,
-    ) -> None:
-        if node is None:
-            return
-        if not isinstance(node, Buffer):
-            raise self.recorder.abort(
-                "KT212", f"def_kernel got {node!r} for '{name}', which is not a buffer", rec
-            )
-        if not name.isidentifier():
-            self.recorder.add(
-                "KT207", Severity.ERROR, f"'{name}' is not a valid C identifier", rec, 2
-            )
-        elif name in reserved_c_names(self.gemm) or name.endswith("_offset"):
-            self.recorder.add(
-                "KT208",
-                Severity.ERROR,
-                f"parameter name '{name}' collides with a parameter torch 2.11 adds to the "
-                "signature or a name the template's C code declares; rename it in names_str",
-                rec,
-                2,
-            )
-        previous = table.get(node.get_name())
-        if previous is not None:
-            self.recorder.add(
-                "KT206",
-                Severity.WARNING,
-                f"buffer '{node.get_name()}' is passed twice (as '{previous}' and '{name}'); "
-                f"Inductor keeps one C parameter, named '{name}'",
-                rec,
-            )
-            self.declared.pop(previous, None)
-        table[node.get_name()] = name
-        ctypes[node.get_name()] = DTYPE_TO_CUTLASS_TYPE.get(node.spec.dtype.name, "void")
-        self.named_nodes[name] = node
-        self.declared[name] = rec
+    def _is_reserved(self, name: str) -> bool:
+        return name in reserved_c_names(self.gemm) or name.endswith("_offset")
+
+    def _reserved_message(self, name: str) -> str:
+        return (
+            f"parameter name '{name}' collides with a parameter torch 2.11 adds to the "
+            "signature or a name the template's C code declares; rename it in names_str"
+        )
+
+    def _param_ctype(self, node: Buffer) -> str:
+        return DTYPE_TO_CUTLASS_TYPE.get(node.spec.dtype.name, "void")
 
     def _init_layout_args(self, rec: CallRecord) -> None:
         """CUTLASSKernel.init_layout_args."""
