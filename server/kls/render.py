@@ -424,6 +424,15 @@ def _tensor_layout(spec: TensorSpec | None) -> TensorLayout | None:
     return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
 
 
+def _op_name(instance: InstanceSpec) -> str:
+    """The instance's CUTLASS op: named, or the first match of its filter."""
+    return resolve_op_name(
+        instance.op,
+        instance.op_filter.contains if instance.op_filter else (),
+        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+    )
+
+
 def _gemm_op_torch211(
     r: _Renderer,
     instance: InstanceSpec,
@@ -431,11 +440,7 @@ def _gemm_op_torch211(
     output: Buffer | None,
     kernel: Torch211Kernel,
 ) -> tuple[EmittedOp, Torch211GemmTemplate]:
-    name = resolve_op_name(
-        instance.op,
-        instance.op_filter.contains if instance.op_filter else (),
-        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
-    )
+    name = _op_name(instance)
     x, w, bias, y = (_tensor_layout(instance.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))
     if x is None or w is None or y is None or min(len(x.shape), len(w.shape), len(y.shape)) < 2:
         raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
@@ -507,11 +512,7 @@ def _gemm_context(
     output: Buffer | None,
     result: RenderResult,
 ) -> dict[str, Any]:
-    name = resolve_op_name(
-        instance.op,
-        instance.op_filter.contains if instance.op_filter else (),
-        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
-    )
+    name = _op_name(instance)
     tensors = instance.tensors
     x, w, bias, y = (tensors.get(n) for n in ("X", "W", "Bias", "Y"))
     a, b, d = _layout_letter(x), _layout_letter(w), _layout_letter(y)
