@@ -281,8 +281,9 @@ def _compile_rendered(
     renders: dict[str, RenderResult], args: argparse.Namespace
 ) -> dict[str, CompileResult]:
     """nvcc's check mode on every instance that rendered, in parallel (kls.checks.compiled)."""
-    from kls.checks.compiled import compile_all, default_limit
+    from kls.checks.compiled import compile_all
     from kls.compile import CompileOptions
+    from kls.compile.parallel import default_limit
 
     specs = [r.instance for _, r in sorted(renders.items()) if r.ok]
     if not specs:
@@ -542,10 +543,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if spec is None:
         return EXIT_USAGE
     _kill_children_on_exit(grace_s=None)
-    if args.limit is not None:
-        args.limit = int(args.limit)
-    if args.jobs is not None:
-        args.jobs = int(args.jobs)
     if args.render_timeout is None:  # builds render in fresh processes, many at once
         configure(WorkerLimits(memory_mb=int(args.render_memory or DEFAULT_MEMORY_MB), seconds=120))
     return run(args, spec)

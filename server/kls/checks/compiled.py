@@ -7,27 +7,12 @@ run in threads (each waits on its own nvcc process group), at most `default_limi
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 
 from kls.compile import CompileOptions, CompileResult, compile_instance
+from kls.compile.parallel import default_limit
 from kls.instances import InstanceSpec
-
-# One SM90 CUTLASS build peaks at ~2 GB of memory (nvcc 13.0, measured).
-NVCC_PEAK_BYTES = 2 * 1024**3
-
-
-def default_limit() -> int:
-    """Parallel nvcc runs: bounded by cores and by memory (the language server's job limit,
-    kls.lsp.jobs.default_limit, uses the same bound)."""
-    cores = os.cpu_count() or 1
-    try:
-        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        by_memory = max(1, int(memory / NVCC_PEAK_BYTES))
-    except (ValueError, OSError, AttributeError):
-        by_memory = cores
-    return max(1, min(cores, by_memory))
 
 
 def compile_all(

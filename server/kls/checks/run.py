@@ -258,7 +258,7 @@ def _check_source(
     static = static_findings(model, str(path), sorted({(i.profile, i.kind) for i in readers}))
     runtime: list[Finding] = []
     if model.syntax_error is None and instances is not None:
-        for instance in instances.depends_on(path):
+        for instance in readers:
             if only is not None and instance.name not in only:
                 continue
             if cancelled is not None and cancelled():

@@ -100,11 +100,6 @@ class InstanceSet:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def for_template(self, template: Path) -> list[InstanceSpec]:
-        """Instances whose main template is `template` (a file, a `file.py::NAME` source id,
-        or a Python file: any of its constants)."""
-        return [i for i in self.instances.values() if _reads(template, (i.template,))]
-
     def depends_on(self, path: Path) -> list[InstanceSpec]:
         """Instances whose rendering reads `path` (main template or a sub-template; for a
         Python file, any of its constants)."""
@@ -125,29 +120,23 @@ class InstanceSet:
         """The source ids (`file.py::NAME`) of the constants of Python file `file` that
         instances read, in the order instances name them."""
         target = file.resolve()
-        out: dict[str, None] = {}
-        for i in self.instances.values():
-            for p in (i.template, i.argument_template, i.epilogue_template):
-                ref = TemplateRef.parse(p) if p is not None else None
-                if ref is not None and ref.constant and ref.file.resolve() == target:
-                    out[ref.resolve().id] = None
+        out = {
+            ref.id: None
+            for i in self.instances.values()
+            for ref in self._sources(i)
+            if ref.constant and ref.file == target
+        }
         return list(out)
 
     def python_files(self) -> list[Path]:
         """The Python files whose constants instances read as templates."""
-        out: dict[Path, None] = {}
-        for i in self.instances.values():
-            for p in (i.template, i.argument_template, i.epilogue_template):
-                ref = TemplateRef.parse(p) if p is not None else None
-                if ref is not None and ref.constant:
-                    out[ref.file.resolve()] = None
+        out = {
+            ref.file: None
+            for i in self.instances.values()
+            for ref in self._sources(i)
+            if ref.constant
+        }
         return list(out)
-
-
-def _reads(target: Path, sources: tuple[Path | None, ...]) -> bool:
-    """Whether `target` (a file or a source id) is, or holds, one of `sources`."""
-    want = TemplateRef.parse(target).resolve()
-    return _holds(want, tuple(TemplateRef.parse(p).resolve() for p in sources if p is not None))
 
 
 def _holds(want: TemplateRef, sources: tuple[TemplateRef, ...]) -> bool:

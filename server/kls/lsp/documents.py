@@ -217,11 +217,9 @@ async def pull_diagnostics(
         current = ls.docs.get(uri)
         if current is None or current.generation != generation:
             # Edited meanwhile: answer for the text that was checked (the newer one follows).
-            others = (
-                ls.diagnostics.get(uri, "nvcc")
-                + ls.diagnostics.get(uri, "kls-bench")
-                + ls.diagnostics.get(uri, "kls-tune")
-            )
+            others = [
+                f for s in ls.diagnostics.SOURCES if s != "kls" for f in ls.diagnostics.get(uri, s)
+            ]
             return _report([*result.findings, *others])
         if not (current.up_to_date and current.result_complete):
             _store(ls, uri, current, result, complete=True)

@@ -13,7 +13,6 @@ request it runs under.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -22,19 +21,10 @@ from typing import Any, TypeVar
 from lsprotocol import types as lsp
 from pygls.lsp.server import LanguageServer
 
+from kls.compile.parallel import default_limit
+
 T = TypeVar("T")
 Report = Callable[[str], None]
-
-
-def default_limit() -> int:
-    """One SM90 CUTLASS build peaks at ~2 GB (nvcc 13.0, measured): bound by cores and memory."""
-    cores = os.cpu_count() or 1
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        by_memory = max(1, int(pages / (2 * 1024**3)))
-    except (ValueError, OSError, AttributeError):
-        by_memory = cores
-    return max(1, min(cores, by_memory))
 
 
 class Jobs:

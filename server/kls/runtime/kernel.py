@@ -344,17 +344,24 @@ class Kernel:
 
     def stride(self, node: Buffer | None, index: int, default_value: int = 0) -> str:
         rec = self._use("stride", node)
-        if node is None:
+        norm = self._stride_index(node, index, rec)
+        if node is None or norm is None:
             rec.result = str(default_value)
-            return rec.result
+        else:
+            rec.result = str(node.stride[norm])
+        return rec.result
+
+    def _stride_index(self, node: Buffer | None, index: int, rec: CallRecord) -> int | None:
+        """`index` normalised by `node`'s rank, or None where Inductor gives the default
+        (no node, an index past the rank (KT302), one still negative: the "no batch" idiom)."""
+        if node is None:
+            return None
         rank = len(node.shape)
         if index >= rank:
             self._out_of_rank(node, index, rec, 1)
-            rec.result = str(default_value)
-            return rec.result
+            return None
         norm = _normalize(index, rank)
-        rec.result = str(default_value) if norm < 0 else str(node.stride[norm])
-        return rec.result
+        return norm if norm >= 0 else None
 
     def row_or_column_stride(self, node: Buffer | None, default_value: int = 0) -> str:
         rec = self._use("row_or_column_stride", node)

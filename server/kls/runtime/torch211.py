@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from kls.runtime.buffers import Buffer
-from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel
+from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, _normalize
 from kls.runtime.record import CallRecord, Recorder
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.
@@ -200,11 +200,6 @@ class LayoutArg:
     dim: int
 
 
-def _normalize_idx(index: int, total_length: int) -> int:
-    """kernel._normalize_idx."""
-    return index if index >= 0 else index + total_length
-
-
 def sympy_product_str(factors: Sequence[int | str]) -> str:
     """str(sympy_product(...)) for integer literals and plain symbols: the coefficient first,
     then the symbols in sympy's order (by name), repeated ones as powers."""
@@ -330,12 +325,12 @@ class Torch211Kernel(Kernel):
         X, W, Y = self.named_nodes["X"], self.named_nodes["W"], self.named_nodes["Y"]
         bias = self.named_nodes.get("Bias")
         add = self.layout_args.append
-        add(LayoutArg(X, "M", "size", _normalize_idx(-2, len(X.shape))))
-        add(LayoutArg(X, "K", "size", _normalize_idx(-1, len(X.shape))))
-        add(LayoutArg(W, "K", "size", _normalize_idx(-2, len(W.shape))))
-        add(LayoutArg(W, "N", "size", _normalize_idx(-1, len(W.shape))))
-        add(LayoutArg(Y, "M", "size", _normalize_idx(-2, len(Y.shape))))
-        add(LayoutArg(Y, "N", "size", _normalize_idx(-1, len(Y.shape))))
+        add(LayoutArg(X, "M", "size", _normalize(-2, len(X.shape))))
+        add(LayoutArg(X, "K", "size", _normalize(-1, len(X.shape))))
+        add(LayoutArg(W, "K", "size", _normalize(-2, len(W.shape))))
+        add(LayoutArg(W, "N", "size", _normalize(-1, len(W.shape))))
+        add(LayoutArg(Y, "M", "size", _normalize(-2, len(Y.shape))))
+        add(LayoutArg(Y, "N", "size", _normalize(-1, len(Y.shape))))
         if len(X.shape) > 2:
             add(LayoutArg(X, "B", "size", 0))
         add(LayoutArg(X, "lda", "stride", self._find_ld_idx(X, rec)))
@@ -348,7 +343,7 @@ class Torch211Kernel(Kernel):
         """CUTLASSKernel.find_ld_idx (asserts that one of the last two strides is 1)."""
         strides = node.stride
         if strides[-1] == 1:
-            return _normalize_idx(-2, len(strides))
+            return _normalize(-2, len(strides))
         if len(strides) < 2 or strides[-2] != 1:
             raise self.recorder.abort(
                 "KT306",
@@ -356,7 +351,7 @@ class Torch211Kernel(Kernel):
                 "1 (Inductor's find_ld_idx asserts here)",
                 rec,
             )
-        return _normalize_idx(-1, len(strides))
+        return _normalize(-1, len(strides))
 
     def _find_symbol(self, node: Buffer, attr: str, dim: int) -> str | None:
         """CUTLASSKernel.find_symbol. Inductor compares IR nodes by value and class; the
@@ -377,9 +372,9 @@ class Torch211Kernel(Kernel):
         """CUTLASSKernel.get_layout_args: (M, N, K, B, lda, ldb, ldc, ldd)."""
         X, W, Y = self.named_nodes["X"], self.named_nodes["W"], self.named_nodes["Y"]
         bias = self.named_nodes.get("Bias")
-        mdim = _normalize_idx(-2, len(X.shape))
-        ndim = _normalize_idx(-1, len(W.shape))
-        kdim = _normalize_idx(-1, len(X.shape))
+        mdim = _normalize(-2, len(X.shape))
+        ndim = _normalize(-1, len(W.shape))
+        kdim = _normalize(-1, len(X.shape))
 
         def ld(node: Buffer) -> int:
             return node.stride[self._find_ld_idx(node)]
@@ -474,8 +469,8 @@ class Torch211Kernel(Kernel):
         if node is None:
             return str(default_value)
         rank = len(node.shape)
-        start = _normalize_idx(start_index, rank)
-        end = start if end_index is None else _normalize_idx(end_index, rank)
+        start = _normalize(start_index, rank)
+        end = start if end_index is None else _normalize(end_index, rank)
         factors: list[int | str] = []
         for i in range(start, end + 1):
             if not -rank <= i < rank:
@@ -489,18 +484,11 @@ class Torch211Kernel(Kernel):
     def stride(self, node: Buffer | None, index: int, default_value: int = 0) -> str:
         """CUTLASSTemplateKernel.stride: the literal when <= 1, else the layout symbol."""
         rec = self._use("stride", node)
-        if node is None:
+        norm = self._stride_index(node, index, rec)
+        if node is None or norm is None:
             rec.result = str(default_value)
             return rec.result
-        rank = len(node.shape)
-        if index >= rank:
-            self._out_of_rank(node, index, rec, 1)
-            rec.result = str(default_value)
-            return rec.result
-        index = _normalize_idx(index, rank)
-        if index < 0:
-            rec.result = str(default_value)
-            return rec.result
+        index = norm
         stride = node.stride[index]
         if stride <= 1:
             rec.result = str(stride)
@@ -700,6 +688,16 @@ class Torch211GemmTemplate(Torch211Template):
     def _arg_names_for_test_call(self, names: list[str], has: dict[str, bool]) -> list[str]:
         raise NotImplementedError
 
+    def _render_nested(
+        self, argument_template: str, epilogue_template: str, options: dict[str, Any]
+    ) -> str:
+        """What both generations' render_gemm_arguments end with: the epilogue sub-template,
+        then the argument sub-template with its text as `epilogue_arguments`."""
+        epilogue_arguments = self._render_sub(epilogue_template, options)
+        return self._render_sub(
+            argument_template, {"epilogue_arguments": epilogue_arguments, **options}
+        )
+
 
 class Torch211Gemm3xTemplate(Torch211GemmTemplate):
     """CUTLASS3xGemmTemplate."""
@@ -780,10 +778,7 @@ class Torch211Gemm3xTemplate(Torch211GemmTemplate):
                 clones[3],
             )
             options["M"], options["N"] = "N", "M"
-        epilogue_arguments = self._render_sub(epilogue_template, options)
-        return self._render_sub(
-            argument_template, {"epilogue_arguments": epilogue_arguments, **options}
-        )
+        return self._render_nested(argument_template, epilogue_template, options)
 
 
 class Torch211Gemm2xTemplate(Torch211GemmTemplate):
@@ -833,7 +828,4 @@ class Torch211Gemm2xTemplate(Torch211GemmTemplate):
         )
         if epilogue_template is None:
             return self._render_sub(argument_template, {"split_k": 1, **options})
-        epilogue_arguments = self._render_sub(epilogue_template, options)
-        return self._render_sub(
-            argument_template, {"epilogue_arguments": epilogue_arguments, **options}
-        )
+        return self._render_nested(argument_template, epilogue_template, options)

@@ -190,6 +190,17 @@ class RenderWorkers:
         """Start the fork server and one worker now, so the first edit does not wait."""
         self._release(self._acquire(), True)
 
+    def set_limits(self, limits: WorkerLimits) -> None:
+        """New limits for workers started from now on; idle workers (started with the old
+        ones) are stopped, busy ones finish their render."""
+        if limits == self.limits:
+            return
+        with self._cond:
+            self.limits = limits
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.kill()
+
     def close(self) -> None:
         with self._cond:
             self._closed = True
@@ -229,13 +240,7 @@ def close_shared_workers() -> None:
 
 def configure(limits: WorkerLimits) -> None:
     """Apply new worker limits (a settings change): later workers start with them."""
-    pool = shared_workers()
-    if pool.limits != limits:
-        pool.limits = limits
-        with pool._cond:
-            idle, pool._idle = pool._idle, []
-        for worker in idle:
-            worker.kill()
+    shared_workers().set_limits(limits)
 
 
 def render_isolated(

@@ -100,11 +100,6 @@ class PyConstant:
             return self.index.position(k + 1)
         return None
 
-    @property
-    def first_position(self) -> Position:
-        """Where the value starts in the file (just after the opening quote)."""
-        return self.file_index.position(self.file_offset(0))
-
     def _offset(self, pos: Position) -> int:
         """A template position as an offset into the value, clamped to its line."""
         index = self.index

@@ -23,7 +23,7 @@ from kls.input_limits import MAX_TEMPLATE_BYTES
 from kls.positions import Position, Range
 from kls.sourcemap import Origin, SourceMap
 from kls.suggest import did_you_mean
-from kls.template.pysource import PyConstant, PyModule, normalize_newlines, python_constants
+from kls.template.pysource import PyConstant, PyModule, python_constants
 
 SEPARATOR = "::"
 PYTHON_SUFFIXES = (".py", ".pyi")
@@ -165,7 +165,7 @@ def read_source(
     text = read_file_text(ref.file, overrides)
     if ref.constant is None:
         return TemplateSource(ref, text)
-    constant = constant_in(python_constants(normalize_newlines(text)), ref.constant, ref.file)
+    constant = constant_in(python_constants(text), ref.constant, ref.file)
     return TemplateSource(ref, constant.value, constant)
 
 
