@@ -51,15 +51,35 @@ from kls.sourcemap import (
     SourceMap,
     SourceMapCodeGenerator,
     Where,
+    compile_shape,
     line_origins,
+    template_shape,
 )
 from kls.template.source import SourceError, is_python_ref, read_source
 
 # Compiled template code, process-wide (it holds no per-render state: the source-map positions
 # it records are constants, and the recorder is the environment's).
-_CODE_CACHE: dict[tuple[str, str, bool], Any] = {}
+# Keyed by (path, marked, text) -> (code, the data it reads or None), and (path, shape key) ->
+# (code, ()) for marked code that reads its data from `kls_data` (kls.sourcemap.template_shape).
+_CODE_CACHE: dict[tuple[Any, ...], tuple[Any, tuple[str, ...] | None]] = {}
 _CODE_CACHE_SIZE = 128
 _CODE_CACHE_LOCK = threading.Lock()  # renders run on several threads
+
+
+def _recall(key: tuple[Any, ...]) -> tuple[Any, tuple[str, ...] | None] | None:
+    """A cached entry, now the most recently used (a shape outlives the texts that use it)."""
+    with _CODE_CACHE_LOCK:
+        found = _CODE_CACHE.pop(key, None)
+        if found is not None:
+            _CODE_CACHE[key] = found
+        return found
+
+
+def _remember(key: tuple[Any, ...], found: tuple[Any, tuple[str, ...] | None]) -> None:
+    with _CODE_CACHE_LOCK:
+        while len(_CODE_CACHE) >= _CODE_CACHE_SIZE:
+            del _CODE_CACHE[next(iter(_CODE_CACHE))]
+        _CODE_CACHE[key] = found
 
 
 @dataclass(frozen=True)
@@ -156,28 +176,48 @@ class _Renderer:
     def compile(self, source: str, path: str) -> jinja2.Template:
         key = f"{path}\0{source}"
         if key not in self.compiled:
-            code = self._code(source, path)
+            code, data = self._code(source, path)
             template = self.env.template_class.from_code(
                 self.env, code, self.env.make_globals(None), None
             )
+            if data is not None:  # the template's text, which the shared code reads
+                template.root_render_func.__globals__["kls_data"] = data
             self.compiled[key] = template
             self.recorder.code_to_template[path] = template
         return self.compiled[key]
 
-    def _code(self, source: str, path: str) -> Any:
+    def _code(self, source: str, path: str) -> tuple[Any, tuple[str, ...] | None]:
         """Compiled Python code for a template text, shared across renders (compiling is the
-        most expensive step of a warm render)."""
-        key = (path, source, self.env.kls_mark)
-        with _CODE_CACHE_LOCK:
-            code = _CODE_CACHE.get(key)
-        if code is None:
-            code = self.env.compile(source, name=path, filename=path)  # outside the lock
-            with _CODE_CACHE_LOCK:
-                while len(_CODE_CACHE) >= _CODE_CACHE_SIZE:
-                    del _CODE_CACHE[next(iter(_CODE_CACHE))]
-                _CODE_CACHE[key] = code
+        most expensive step of a warm render), and the data it reads (None: none).
+
+        With source-map marking, the code is shared by every text of the same shape
+        (kls.sourcemap.template_shape: the same Jinja tokens on the same lines, any template
+        data): an edit of the text outside `{{ }}`, `{% %}` and `{# #}` that adds no line
+        compiles nothing."""
+        mark = self.env.kls_mark
+        by_text = (path, mark, source)
+        found = _recall(by_text)
+        if found is None:
+            found = self._code_of_shape(source, path) if mark else None
+            if found is None:
+                found = (self.env.compile(source, name=path, filename=path), None)
+            _remember(by_text, found)
         self.files.append(path)
-        return code
+        return found
+
+    def _code_of_shape(self, source: str, path: str) -> tuple[Any, tuple[str, ...]] | None:
+        shape = template_shape(self.env, source, path, path)
+        if shape is None:
+            return None
+        key = (path, shape.key)
+        found = _recall(key)
+        if found is None:
+            try:
+                found = (compile_shape(self.env, shape, path, path), ())
+            except Exception:
+                return None  # compiled as text instead, which raises Jinja's own error
+            _remember(key, found)
+        return found[0], shape.data
 
     def generate(
         self, template: jinja2.Template, context: dict[str, Any]
@@ -430,6 +470,7 @@ def _op_name(instance: InstanceSpec) -> str:
         instance.op,
         instance.op_filter.contains if instance.op_filter else (),
         instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+        instance.instantiation_level,
     )
 
 
@@ -451,7 +492,7 @@ def _gemm_op_torch211(
             "'tn' ops (global_filter_ops) and sets A/B to the tensors' layouts itself: name "
             "the op's 'tn' variant"
         )
-    op = emit_instance_torch211(name, x, w, bias, y, instance.sm)
+    op = emit_instance_torch211(name, x, w, bias, y, instance.sm, instance.instantiation_level)
     reorder = list(instance.input_reorder) if instance.input_reorder else None
     api: Torch211GemmTemplate
     if op.is_3x:
@@ -526,7 +567,9 @@ def _gemm_context(
             "tensors' layout or the op"
         )
     swap = instance.should_swap_xw if instance.should_swap_xw else None
-    op = emit_instance(name, Layouts(a, b, _layout_letter(bias), d), swap)
+    op = emit_instance(
+        name, Layouts(a, b, _layout_letter(bias), d), swap, instance.instantiation_level
+    )
     result.op = op
     argument_text = r.read(instance.argument_template) if instance.argument_template else None
     epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None

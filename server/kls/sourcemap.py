@@ -23,11 +23,19 @@ expression emits exactly that string, its lines map into the sub-template (`subs
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
+from io import StringIO
+from types import CodeType
 from typing import Any
 
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
+from jinja2.environment import Environment
+from jinja2.lexer import TOKEN_DATA, Token, TokenStream
+from jinja2.parser import Parser
+from jinja2.utils import concat
+from markupsafe import Markup
 
 DATA, EXPR = 0, 1  # the kind of a write (see module docstring)
 Where = tuple[str, int, int]  # (path, 0-based template line, kind)
@@ -89,13 +97,52 @@ _BODY_STREAM = "yield from template._get_default_module()._body_stream"
 
 class SourceMapCodeGenerator(CodeGenerator):
     """Jinja's code generator, with each direct output write wrapped in `kls_out` (see module
-    docstring). The generated code computes the same values in the same order."""
+    docstring). The generated code computes the same values in the same order.
+
+    With `kls_slots` (set by `compile_shape`), template data whose text is a slot placeholder
+    is read from the module global `kls_data` instead of being written into the code, so one
+    compiled code serves every text of the same shape (`template_shape`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._kls_path = self.filename or self.name or "<template>"
         self._kls_wrapped: list[bool] = []
         self._kls_include: tuple[nodes.Include, Frame] | None = None
+        self.kls_slots: dict[str, int] = {}
+
+    def _output_const_repr(self, group: Any) -> str:
+        group = list(group)
+        slots = self.kls_slots
+        if not slots or not any(isinstance(v, str) and v in slots for v in group):
+            return super()._output_const_repr(group)
+        # The same string as Jinja's joined constant, with each slot read from the table.
+        parts: list[str] = []
+        literal: list[Any] = []
+        for value in group:
+            slot = slots.get(value) if isinstance(value, str) else None
+            if slot is None:
+                literal.append(value)
+                continue
+            if literal:
+                parts.append(repr(concat(literal)))
+                literal = []
+            parts.append(f"kls_data[{slot}]")
+        if literal:
+            parts.append(repr(concat(literal)))
+        return parts[0] if len(parts) == 1 else "(" + " + ".join(parts) + ")"
+
+    def visit_TemplateData(self, node: nodes.TemplateData, frame: Frame) -> None:
+        slot = self.kls_slots.get(node.data)
+        if slot is None:
+            super().visit_TemplateData(node, frame)
+            return
+        ref = f"kls_data[{slot}]"
+        try:
+            const = node.as_const(frame.eval_ctx)
+        except nodes.Impossible:
+            self.write(f"(Markup if context.eval_ctx.autoescape else identity)({ref})")
+        else:
+            self.write(f"Markup({ref})" if isinstance(const, Markup) else ref)
 
     def _kls_where(self, node: nodes.Node, kind: int) -> str:
         # An expression starts at its first token, which may lie on an earlier line than the
@@ -223,3 +270,76 @@ def line_origins(
     if at_start:
         origins.append(end)
     return origins
+
+
+# -- one compiled code per template shape ------------------------------------------------------
+
+# A data token's text is replaced by a placeholder no template can produce (it holds a random
+# nonce); the code generator reads a placeholder's slot from `kls_data`.
+_NONCE = secrets.token_hex(8)
+_SLOT = object()  # stands for a slot's text in a shape's key
+
+
+def _placeholder(slot: int) -> str:
+    return f"\x00kls-{_NONCE}-{slot}\x00"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A template text seen as its Jinja tokens with the template data taken out.
+
+    `key` is every token (line, type, value), with the text of each data token that holds
+    more than whitespace replaced by a slot; `data` is those texts, in order. Two texts with
+    the same key differ only in that data, so they compile to the same code (data is written
+    as is, and every position the source map records is a token's line, kept in the key);
+    `kls_data` gives the code its texts. Empty and all-blank data stay in the key: Jinja's
+    parser looks at them (an empty one makes no node; a required block must be blank)."""
+
+    key: tuple[Any, ...]
+    data: tuple[str, ...]
+    tokens: tuple[Token, ...]  # with placeholders, for `compile_shape`
+
+
+def template_shape(
+    env: Environment, source: str, name: str | None, filename: str | None
+) -> Shape | None:
+    """The shape of `source`, or None where it cannot be taken (a lexing error, which the
+    plain compile then reports exactly; extensions, which may rewrite the token stream)."""
+    if env.extensions:
+        return None
+    lexer = env.lexer
+    try:
+        tokens = list(lexer.wrap(lexer.tokeniter(env.preprocess(source), name, filename)))
+    except Exception:
+        return None
+    key: list[Any] = []
+    data: list[str] = []
+    shaped: list[Token] = []
+    for token in tokens:
+        value = token.value
+        if token.type == TOKEN_DATA and value and not value.isspace():
+            slot = len(data)
+            data.append(value)
+            key.append((token.lineno, TOKEN_DATA, _SLOT))
+            shaped.append(Token(token.lineno, TOKEN_DATA, _placeholder(slot)))
+        else:
+            key.append(token)
+            shaped.append(token)
+    return Shape(tuple(key), tuple(data), tuple(shaped))
+
+
+def compile_shape(env: Environment, shape: Shape, name: str | None, filename: str) -> CodeType:
+    """Code for every text of this shape (its data read from the module global `kls_data`).
+    Raises what Jinja raises for such a text (callers compile the text itself then, so
+    the error is Jinja's own)."""
+    parser = Parser(env, "", name, filename)
+    parser.stream = TokenStream(iter(shape.tokens), name, filename)
+    tree = parser.parse()
+    generator = env.code_generator_class(env, name, filename, None, False, env.optimized)
+    if not isinstance(generator, SourceMapCodeGenerator):
+        raise TypeError("data slots need kls's code generator")
+    generator.kls_slots = {_placeholder(i): i for i in range(len(shape.data))}
+    generator.visit(tree)
+    stream = generator.stream
+    assert isinstance(stream, StringIO)  # Jinja's own, as no stream was given
+    return compile(stream.getvalue(), filename, "exec")

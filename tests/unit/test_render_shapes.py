@@ -1,0 +1,119 @@
+"""Compiled template code shared by texts of one shape (kls.sourcemap.template_shape): an edit
+of template data only reuses the code and swaps the data; what is rendered and mapped is the
+same as a fresh compile and exactly plain Jinja's."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import jinja2
+from hypothesis import HealthCheck, given, settings
+
+from kls import render as render_module
+from kls.instances import InstanceSpec, load_instances
+from kls.render import RenderResult, render
+from kls.sourcemap import template_shape
+from tests.conftest import TEMPLATES
+from tests.test_render_exact import TOKEN, Gen, render_both, templates
+
+TAG = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
+
+
+def edit_data(text: str, suffix: str) -> str:
+    """`text` with every generated word outside tags (template data) changed: the same shape."""
+    parts = TAG.split(text)
+    for i in range(0, len(parts), 2):
+        parts[i] = TOKEN.sub(lambda m: m.group(0) + suffix, parts[i])
+    return "".join(parts)
+
+
+def shape_keys() -> set[object]:
+    return {k for k in render_module._CODE_CACHE if len(k) == 2}
+
+
+def fresh(result: RenderResult) -> RenderResult:
+    """The same instance rendered with no compiled code cached."""
+    saved = dict(render_module._CODE_CACHE)
+    render_module._CODE_CACHE.clear()
+    try:
+        return render(result.instance)
+    finally:
+        render_module._CODE_CACHE.update(saved)
+
+
+def same(a: RenderResult, b: RenderResult) -> None:
+    assert a.text == b.text
+    assert (a.source_map and a.source_map.origins) == (b.source_map and b.source_map.origins)
+    assert [(f.code, f.message, f.site) for f in a.findings] == [
+        (f.code, f.message, f.site) for f in b.findings
+    ]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(templates())
+def test_a_data_edit_reuses_the_code_and_renders_like_jinja(g: Gen) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        _, plain = render_both(root, g.files)
+        keys = shape_keys()
+        edited = {**g.files, "t.cu.jinja": edit_data(g.files["t.cu.jinja"], "q")}
+        second, plain_edited = render_both(root, edited)
+        assert second.text == plain_edited
+        if edited["t.cu.jinja"] != g.files["t.cu.jinja"] and plain is not None:
+            assert not shape_keys() - keys  # nothing compiled: the data was swapped
+        same(second, fresh(second))
+        if plain_edited is not None:
+            assert second.findings == []
+
+
+def test_shape_ignores_data_and_keeps_lines_and_code() -> None:
+    env = jinja2.Environment()
+    a = template_shape(env, "int a;\n{{ x }} b\n{% if y %}c{% endif %}\n", "t", "t")
+    b = template_shape(env, "float q; // hi\n{{ x }} zz\n{% if y %}d{% endif %}\n", "t", "t")
+    assert a is not None and b is not None
+    assert a.key == b.key and a.data != b.data
+    for other in (
+        "int a;\n{{ z }} b\n{% if y %}c{% endif %}\n",  # a name
+        "int a;\n\n{{ x }} b\n{% if y %}c{% endif %}\n",  # a line more: positions move
+        "int a;\n{{ x }}  \n{% if y %}c{% endif %}\n",  # blank data is part of the shape
+        "int a;\n{{ x }} b\n{%- if y %}c{% endif %}\n",  # whitespace control
+    ):
+        shape = template_shape(env, other, "t", "t")
+        assert shape is not None and shape.key != a.key, other
+    assert template_shape(env, "{{ 'x }}", "t", "t") is None  # a lexing error: compiled as text
+
+
+def test_shipped_template_comment_edit_then_code_edit_match_fresh_renders() -> None:
+    spec = load_instances(TEMPLATES / "kls.toml").instances["sm90_bf16_4096_bias"]
+    path = spec.template.resolve()
+    text = path.read_text()
+    render(spec, {path: text})
+    keys = shape_keys()
+    assert any(k[0] == str(path) for k in keys)  # type: ignore[index]
+    comment = text.replace("// Otherwise", "// Otherwise, edited,", 1)
+    assert comment != text
+    edited = render(spec, {path: comment})
+    assert not shape_keys() - keys
+    assert edited.text is not None and "// Otherwise, edited," in edited.text
+    same(edited, fresh_with(spec, comment))
+    # An edit of Jinja code compiles anew, and a broken one reports Jinja's own error.
+    code_edit = comment.replace("{{instance_definition}}", "{{ instance_definition }}", 1)
+    assert code_edit != comment
+    same(render(spec, {path: code_edit}), fresh_with(spec, code_edit))
+    broken = comment.replace("{{instance_definition}}", "{{instance_definition", 1)
+    result = render(spec, {path: broken})
+    same(result, fresh_with(spec, broken))
+    assert [f.code for f in result.findings] == ["KT101"]
+    plain = render(spec, {path: comment}, mark=False)
+    assert plain.text == edited.text
+
+
+def fresh_with(spec: InstanceSpec, text: str) -> RenderResult:
+    saved = dict(render_module._CODE_CACHE)
+    render_module._CODE_CACHE.clear()
+    try:
+        return render(spec, {spec.template.resolve(): text})
+    finally:
+        render_module._CODE_CACHE.update(saved)
