@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -115,11 +116,15 @@ def _fake_builds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fail: str = ""
 
 
 def _small_space(config: Path, extra: str) -> None:
+    """The shipped SM90 tune table, at level "0", with swizzle 1 and 8 and `extra`."""
     text = config.read_text()
-    text = text.replace(
-        "[instances.torch211_sm90_bf16_4096.tune]\nswizzle = [1, 2, 4, 8]",
-        "[instances.torch211_sm90_bf16_4096.tune]\nswizzle = [1, 8]\n" + extra,
+    text, n = re.subn(
+        r"\[instances\.torch211_sm90_bf16_4096\.tune\]\n(?:.*\n)*?swizzle = \[1, 2, 4, 8\]",
+        "[instances.torch211_sm90_bf16_4096.tune]\nswizzle = [1, 8]\n"
+        + extra.replace("\\", "\\\\"),
+        text,
     )
+    assert n == 1
     config.write_text(text)
 
 

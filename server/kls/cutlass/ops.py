@@ -2,6 +2,13 @@
 
 Generating the SM90 list takes ~1.2 s and SM80 ~1.3 s (2 cores), so the names are cached on disk
 per nvidia-cutlass version and the emitted C++ per (op, layouts); a warm lookup needs neither.
+
+Inductor's `cuda.cutlass_instantiation_level` ("0" by default; "2222", "3333", ... list more
+tiles, clusters and schedules) is an instance's `cutlass_instantiation_level`: the op list is
+generated at that level. Above "0" only the SM90 generators of real-valued GEMMs run (16-bit,
+tf32, int8, fp8, mixed, f64): they give exactly the Universal GEMM ops of the full
+`GenerateSM90` except the complex ones no Inductor dtype matches, in ~2.8 s at "2222" instead
+of ~13 s (tests/test_tune_levels.py compares the two lists).
 """
 
 from __future__ import annotations
@@ -50,21 +57,47 @@ def family_of(name: str) -> str:
     return "sm90" if name.startswith("cutlass3x_sm90") else "sm80"
 
 
+DEFAULT_LEVEL = "0"
+# GenerateSM90's generators of real-valued GEMMs (kls.cutlass.ops docstring).
+_SM90_REAL_GEMMS = (
+    "16b_WGMMA_gemm",
+    "16b_WGMMA_alignx_gemm",
+    "tf32_WGMMA_gemm",
+    "tf32_WGMMA_alignx_gemm",
+    "int8_WGMMA_gemm",
+    "int8_WGMMA_alignx_gemm",
+    "fp8_WGMMA_gemm",
+    "fp8_WGMMA_alignx_gemm",
+    "mixed_dtype_WGMMA_gemm",
+    "1684",  # f64
+)
+
+
+def level_problem(level: str) -> str | None:
+    """Why `level` is not an instantiation level cutlass_library takes, or None."""
+    if level.isascii() and level.isdigit() and len(level) <= 4:
+        return None
+    return (
+        f"cutlass_instantiation_level is '{level}'; it takes up to four digits, as Inductor's "
+        'cuda.cutlass_instantiation_level: "0" (the default), "1111", "2222", ... "9999"'
+    )
+
+
 def families_for_arch(arch: str) -> tuple[str, ...]:
     sm = int("".join(ch for ch in arch if ch.isdigit()) or 0)
     return ("sm90", "sm80") if sm >= 90 else ("sm80",)
 
 
 @functools.lru_cache(maxsize=4)
-def _generated(family: str) -> dict[str, Any]:
-    """name -> GemmOperation for one generator family (slow: ~1.2 s)."""
+def _generated(family: str, level: str = DEFAULT_LEVEL) -> dict[str, Any]:
+    """name -> GemmOperation for one generator family (slow: ~1.2 s at level "0")."""
     from cutlass_library import generator, library, manifest
 
     arch = "90a" if family == "sm90" else "80"
     args = argparse.Namespace(
         architectures=arch,
         cuda_version="13.0",
-        instantiation_level="0",
+        instantiation_level=level,
         operations="all",
         build_dir="",
         curr_build_dir="",
@@ -81,7 +114,10 @@ def _generated(family: str) -> dict[str, Any]:
         disable_cutlass_package_imports=False,
     )
     m = manifest.Manifest(args)
-    if family == "sm90":
+    if family == "sm90" and level != DEFAULT_LEVEL:
+        for suffix in _SM90_REAL_GEMMS:
+            getattr(generator, f"GenerateSM90_TensorOp_{suffix}")(m, args.cuda_version)
+    elif family == "sm90":
         generator.GenerateSM90(m, args.cuda_version)
     else:
         generator.GenerateSM80(m, args.cuda_version)
@@ -94,34 +130,47 @@ def _generated(family: str) -> dict[str, Any]:
     return ops
 
 
-@functools.lru_cache(maxsize=4)
-def op_names(family: str) -> list[str]:
-    """All GEMM op names of a family, from the disk cache when present."""
-    path = cache_dir("cutlass", cutlass_version()) / f"names-{family}.json"
+def _level_of(family: str, level: str) -> str:
+    """SM80 lists do not depend on the level: one cache serves them all."""
+    return level if family == "sm90" else DEFAULT_LEVEL
+
+
+@functools.lru_cache(maxsize=8)
+def op_names(family: str, level: str = DEFAULT_LEVEL) -> list[str]:
+    """All GEMM op names of a family at an instantiation level, from the disk cache when
+    present."""
+    level = _level_of(family, level)
+    suffix = "" if level == DEFAULT_LEVEL else f"-level{level}"
+    path = cache_dir("cutlass", cutlass_version()) / f"names-{family}{suffix}.json"
     try:
         names: list[str] = json.loads(path.read_text())
         return names
     except (OSError, ValueError):
         pass
     with _LOCK:
-        names = sorted(_generated(family))
+        names = sorted(_generated(family, level))
     write_atomic(path, json.dumps(names).encode())
     return names
 
 
-def resolve_op_name(name: str | None, contains: tuple[str, ...], arch: str) -> str:
-    """The op named, or the first op (by name) containing every `contains` fragment."""
+def resolve_op_name(
+    name: str | None, contains: tuple[str, ...], arch: str, level: str = DEFAULT_LEVEL
+) -> str:
+    """The op named, or the first op (by name) containing every `contains` fragment, in the
+    list generated at instantiation `level`."""
     families = families_for_arch(arch)
     if name is not None:
         family = family_of(name)
-        known = op_names(family)
-        if name in _name_set(family):
+        known = op_names(family, level)
+        if name in _name_set(family, _level_of(family, level)):
             if family not in families:
                 raise OpLookupError(f"op '{name}' is an {family} op; it cannot run on arch {arch}")
             return name
-        raise OpLookupError(f"unknown CUTLASS op '{name}'{_suggest(name, known)}")
+        raise OpLookupError(
+            f"unknown CUTLASS op '{name}'{_suggest(name, known)}{_level_hint(name, family, level)}"
+        )
     for family in families:
-        for candidate in op_names(family):
+        for candidate in op_names(family, level):
             if all(fragment in candidate for fragment in contains):
                 return candidate
     raise OpLookupError(
@@ -129,9 +178,25 @@ def resolve_op_name(name: str | None, contains: tuple[str, ...], arch: str) -> s
     )
 
 
-@functools.lru_cache(maxsize=4)
-def _name_set(family: str) -> frozenset[str]:
-    return frozenset(op_names(family))
+@functools.lru_cache(maxsize=8)
+def _name_set(family: str, level: str = DEFAULT_LEVEL) -> frozenset[str]:
+    return frozenset(op_names(family, level))
+
+
+def _level_hint(name: str, family: str, level: str) -> str:
+    """For an op of a higher level's list named at level "0" (e.g. a tune winner copied
+    without its level): which level lists it, when that list is already cached on disk."""
+    if family != "sm90" or level != DEFAULT_LEVEL:
+        return ""
+    prefix = cache_dir("cutlass", cutlass_version())
+    for path in sorted(prefix.glob(f"names-{family}-level*.json")):
+        try:
+            if name in json.loads(path.read_text()):
+                found = path.stem.rsplit("-level", 1)[1]
+                return f' (it is in the list of cutlass_instantiation_level = "{found}")'
+        except (OSError, ValueError):
+            continue
+    return ""
 
 
 def _suggest(name: str, known: list[str]) -> str:
@@ -152,8 +217,11 @@ class Layouts:
 
 
 @functools.lru_cache(maxsize=256)
-def emit_instance(name: str, layouts: Layouts, swap_xw: bool | None) -> EmittedOp:
-    """`instance_definition`/`instance_type` as Inductor's define_gemm_instance makes them."""
+def emit_instance(
+    name: str, layouts: Layouts, swap_xw: bool | None, level: str = DEFAULT_LEVEL
+) -> EmittedOp:
+    """`instance_definition`/`instance_type` as Inductor's define_gemm_instance makes them.
+    (An op is the same at every level that lists it: `level` only says where to find it.)"""
     key = json.dumps([name, layouts.a, layouts.b, layouts.c, layouts.d, swap_xw])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
@@ -163,7 +231,7 @@ def emit_instance(name: str, layouts: Layouts, swap_xw: bool | None) -> EmittedO
     except (OSError, ValueError, TypeError):
         pass
     with _LOCK:
-        op = _generated(family_of(name))[name]
+        op = _generated_op(name, level)
         emitted = _emit(name, op, layouts, swap_xw)
     write_atomic(path, json.dumps(emitted.__dict__).encode())
     return emitted
@@ -177,6 +245,7 @@ def emit_instance_torch211(
     bias: TensorLayout | None,
     y: TensorLayout,
     sm: int,
+    level: str = DEFAULT_LEVEL,
 ) -> EmittedOp:
     """`instance_definition`/`instance_type` as torch 2.11's Inductor makes them for these
     tensors (kls.cutlass.inductor211); OpLookupError where Inductor would skip the op."""
@@ -189,7 +258,7 @@ def emit_instance_torch211(
     except (OSError, ValueError, TypeError):
         pass
     with _LOCK:
-        op = _generated(family_of(name))[name]
+        op = _generated_op(name, level)
         try:
             e = emit_torch211(op, x, w, bias, y, sm)
         except Refused as exc:
@@ -199,6 +268,14 @@ def emit_instance_torch211(
     )
     write_atomic(path, json.dumps(emitted.__dict__).encode())
     return emitted
+
+
+def _generated_op(name: str, level: str) -> Any:
+    family = family_of(name)
+    ops = _generated(family, _level_of(family, level))
+    if name not in ops:
+        raise OpLookupError(f"unknown CUTLASS op '{name}'{_level_hint(name, family, level)}")
+    return ops[name]
 
 
 def _emit(name: str, op: Any, layouts: Layouts, swap_xw: bool | None) -> EmittedOp:

@@ -20,6 +20,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kls.arch import arch_problem
+from kls.cutlass.ops import level_problem
 from kls.dtypes import dtype_choices, lookup_dtype, suggest_dtype
 from kls.findings import Finding, Severity
 from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
@@ -65,6 +66,7 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "should_swap_xw": bool,
     "op": str,
     "op_filter": dict,
+    "cutlass_instantiation_level": (str, int),
     "vars": dict,
     "reference": str,
     "tolerance": (int, float),
@@ -326,6 +328,9 @@ class _Reader:
             lambda: self.arch(where("arch"), raw.get("arch", "90a")),
             lambda: self.reference(where("reference"), raw.get("reference")) is not None,
             lambda: self.tolerance(where("tolerance"), raw.get("tolerance")),
+            lambda: self.level(
+                where("cutlass_instantiation_level"), raw.get("cutlass_instantiation_level", "0")
+            ),
         ]
         if not all([check() for check in checks]):
             return None
@@ -353,6 +358,7 @@ class _Reader:
             should_swap_xw=bool(raw.get("should_swap_xw", False)),
             op=raw.get("op"),
             op_filter=op_filter,
+            instantiation_level=str(raw.get("cutlass_instantiation_level", "0")),
             variables=dict(raw.get("vars", {})),
             reference=self.reference(where("reference"), raw.get("reference"), quiet=True)
             or _default_reference(raw),
@@ -457,6 +463,12 @@ class _Reader:
         """The compute capability nvcc is given (`-gencode arch=compute_X`): checked here, on
         its own line, so a typo is not first reported by nvcc at "template 1:1"."""
         problem = arch_problem(str(value))
+        if problem is not None:
+            self.error(keys, "KT002", problem)
+        return problem is None
+
+    def level(self, keys: tuple[str, ...], value: str | int) -> bool:
+        problem = level_problem(str(value))
         if problem is not None:
             self.error(keys, "KT002", problem)
         return problem is None

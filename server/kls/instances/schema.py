@@ -89,6 +89,8 @@ class InstanceSpec:
     should_swap_xw: bool = False
     op: str | None = None
     op_filter: OpFilter | None = None
+    # Inductor's cuda.cutlass_instantiation_level: the op list `op`/`op_filter` draw from.
+    instantiation_level: str = "0"
     variables: dict[str, Any] = field(default_factory=dict)
     reference: str = UNSET_REFERENCE  # a Reference, "unset", or "/abs/file.py:function"
     tolerance: float | None = None  # max relative error; None: the output dtype's default

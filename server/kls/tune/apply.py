@@ -1,6 +1,7 @@
 """`--apply`: write the winner's op and variables into the instance's table in kls.toml (or
 `[tool.kls]` in pyproject.toml) with tomlkit, so every comment, blank line and the order and
-style of the other keys stay as they were. `op_filter` gives way to the exact `op`."""
+style of the other keys stay as they were. `op_filter` gives way to the exact `op`, and a
+winner from another op list (the tune table's `cutlass_instantiation_level`) brings its level."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ class ApplyError(Exception):
     pass
 
 
-def apply_winner(config: Path, instance: str, op: str, variables: dict[str, Any]) -> str:
+def apply_winner(
+    config: Path, instance: str, op: str, variables: dict[str, Any], level: str = "0"
+) -> str:
     """Edit `config` in place; returns a one-line description of the change."""
     try:
         import tomlkit
@@ -36,6 +39,7 @@ def apply_winner(config: Path, instance: str, op: str, variables: dict[str, Any]
     table["op"] = op
     if "op_filter" in table:
         del table["op_filter"]
+    level_note = _apply_level(table, level)
     if variables:
         current = table.get("vars")
         if current is None:
@@ -48,4 +52,21 @@ def apply_winner(config: Path, instance: str, op: str, variables: dict[str, Any]
     write_atomic(config, tomlkit.dumps(doc).encode("utf-8"))
     changed = "op unchanged" if old_op == op else f"op {old_op} -> {op}"
     settings = ", ".join(f"{k} = {v}" for k, v in variables.items())
-    return f"{config}: [instances.{instance}] {changed}" + (f"; {settings}" if settings else "")
+    return (
+        f"{config}: [instances.{instance}] {changed}"
+        + (f"; {settings}" if settings else "")
+        + level_note
+    )
+
+
+def _apply_level(table: Any, level: str) -> str:
+    """The op is looked up in the list of the instance's level: write the winner's."""
+    key = "cutlass_instantiation_level"
+    old = str(table.get(key, "0"))
+    if old == level:
+        return ""
+    if level == "0":
+        del table[key]
+    else:
+        table[key] = level
+    return f"; {key} {old} -> {level}"

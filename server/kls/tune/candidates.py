@@ -53,6 +53,7 @@ class OpChoice:
     family: str  # kernel schedule / epilogue, for the plot and table
     tile: str  # e.g. 128x256x64 cluster 2x1x1
     kernel: str = ""  # hash of the emitted C++ with the op's own name blanked (dedup key)
+    level: str = "0"  # the cutlass_instantiation_level whose list holds the op
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class BuildUnit:
             base,
             op=self.choice.op,
             op_filter=None,
+            instantiation_level=self.choice.level,
             variables={**base.variables, **self.build_vars},
         )
 
@@ -129,8 +131,9 @@ def _layout(spec: TensorSpec | None) -> TensorLayout | None:
     return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
 
 
-def compatible_ops(spec: InstanceSpec) -> list[OpChoice]:
-    """Inductor's gen_ops for this instance (see the module docstring)."""
+def compatible_ops(spec: InstanceSpec, level: str | None = None) -> list[OpChoice]:
+    """Inductor's gen_ops for this instance (see the module docstring), from the op list of
+    `level` (Inductor's cutlass_instantiation_level; default: the instance's)."""
     from cutlass_library import library as L
 
     if spec.kind != "cutlass_gemm":
@@ -143,16 +146,20 @@ def compatible_ops(spec: InstanceSpec) -> list[OpChoice]:
         raise CandidateError(f"Inductor's CUTLASS GEMM does not take X/W of {x.dtype}/{w.dtype}")
     try:
         current = cutlass_ops.resolve_op_name(
-            spec.op, spec.op_filter.contains if spec.op_filter else (), spec.arch
+            spec.op,
+            spec.op_filter.contains if spec.op_filter else (),
+            spec.arch,
+            spec.instantiation_level,
         )
     except cutlass_ops.OpLookupError as exc:
         raise CandidateError(f"the instance's own op: {exc}") from None
     want_3x = current.startswith("cutlass3x")
     kind = L.GemmKind.Universal3x if want_3x else L.GemmKind.Universal
     accumulator = L.DataType.s32 if x.dtype == "int8" else L.DataType.f32
+    level = level or spec.instantiation_level
     found: dict[str, OpChoice] = {}
     for family in cutlass_ops.families_for_arch(spec.arch):
-        for name, op in cutlass_ops._generated(family).items():
+        for name, op in cutlass_ops._generated(family, level).items():
             if op.gemm_kind != kind:
                 continue
             # global_filter_ops
@@ -177,7 +184,7 @@ def compatible_ops(spec: InstanceSpec) -> list[OpChoice]:
                 own = emitted.type_name.removesuffix("_device_type")
                 kernel = hashlib.sha256(emitted.definition.replace(own, "@").encode())
                 found[conf] = OpChoice(
-                    name, conf, family_of(conf), tile_of(conf), kernel.hexdigest()[:16]
+                    name, conf, family_of(conf), tile_of(conf), kernel.hexdigest()[:16], level
                 )
     return [found[k] for k in sorted(found)]
 
@@ -226,7 +233,7 @@ def unit_id(op: str, build_vars: dict[str, Any]) -> str:
 def make_candidates(spec: InstanceSpec, space: TuneSpace, limit: int | None = None) -> CandidateSet:
     """Build units (ops x source-changing variables, `--limit` applied to them) and the
     runtime-variable combinations each is timed with."""
-    choices = compatible_ops(spec)
+    choices = compatible_ops(spec, space.level)
     unique = distinct(choices)
     selected = select(unique, space)
     if not selected:

@@ -104,6 +104,7 @@ def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
                     spec.name,
                     result.winner.op,
                     {**unit.build_vars, **result.winner.vars},
+                    unit.level,
                 )
             except ApplyError as exc:
                 print(f"kls: {exc}", file=sys.stderr)

@@ -28,6 +28,7 @@ class BuildRecord:
     node: str = ""
     library: str | None = None
     current: bool = False  # the instance's own op
+    level: str = "0"  # the cutlass_instantiation_level whose op list holds `op`
 
 
 @dataclass

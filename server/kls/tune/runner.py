@@ -67,7 +67,7 @@ STAGE2_OPS = 6
 STAGE2_MAX_OPS = 8  # shapes' own winners may take stage 2 past STAGE2_OPS, up to this
 STAGE1_TIMING = Timing(
     warmup_s=0.05, min_samples=20, min_seconds=0.05, max_samples=400, target_spread=0.02,
-    max_seconds=0.3,
+    max_seconds=0.15,
 )  # fmt: skip
 STAGE2_TIMING = Timing(
     warmup_s=0.2, min_samples=40, min_seconds=0.2, max_samples=2000, target_spread=0.01,
@@ -176,7 +176,7 @@ class Tuner:
         return space, cs, shapes
 
     def run(self) -> TuneResult:
-        _space, cs, shapes = self.plan()
+        space, cs, shapes = self.plan()
         keys = [shape_key(s) for s in shapes]
         rendered = render_isolated(self.spec, None, Limits(seconds=RENDER_SECONDS)).text
         current = self._current_unit(cs)
@@ -203,6 +203,7 @@ class Tuner:
             BuildRecord(
                 u.id, u.choice.op, u.choice.conf_name, u.choice.family, u.choice.tile,
                 dict(u.build_vars), current=current is not None and u.id == current.id,
+                level=u.choice.level,
             )
             for u in units
         ]  # fmt: skip
@@ -212,6 +213,7 @@ class Tuner:
             "stage2_per_shape": self.options.stage2_per_shape,
             "stage2_ops": self.options.stage2_ops,
             "limit": self.options.limit,
+            "cutlass_instantiation_level": space.level or self.spec.instantiation_level,
         }
         gpu = None
         stage1: _Stage1 | None = None
@@ -604,7 +606,8 @@ def swap_of(spec: InstanceSpec, unit: BuildUnit) -> bool:
     if x is None or w is None or y is None:
         return False
     try:
-        return emit_instance_torch211(unit.choice.op, x, w, b, y, spec.sm).should_swap_xw
+        emitted = emit_instance_torch211(unit.choice.op, x, w, b, y, spec.sm, unit.choice.level)
+        return emitted.should_swap_xw
     except OpLookupError:
         return False
 

@@ -5,10 +5,12 @@
     op_filter = { contains = ["warpspecialized"], exclude = ["pingpong"] }
     ops = ["cutlass3x_sm90_..."]               # optional: exactly these ops (still filtered)
     shapes = [[128, 4096, 4096], [8192, 14336, 4096]]   # optional: GEMM M, N, K to time
+    cutlass_instantiation_level = "2222"       # optional: draw the ops from this list
 
-Every key other than `op_filter`, `ops` and `shapes` names a template variable and lists its
-values; candidates are the compatible ops crossed with every combination. A variable that the
-profile passes at run time (torch-2.11 GEMMs: `swizzle`) needs no build of its own.
+Every key other than `op_filter`, `ops`, `shapes` and `cutlass_instantiation_level` names a
+template variable and lists its values; candidates are the compatible ops crossed with every
+combination. A variable that the profile passes at run time (torch-2.11 GEMMs: `swizzle`)
+needs no build of its own.
 """
 
 from __future__ import annotations
@@ -24,10 +26,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
+from kls.cutlass.ops import level_problem
 from kls.instances import InstanceSpec
 from kls.runtime.torch211 import GEMM_RUNTIME_ARGS
 
-RESERVED = ("op_filter", "ops", "shapes")
+RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level")
 FILTER_KEYS = ("contains", "exclude")
 
 
@@ -42,6 +45,7 @@ class TuneSpace:
     ops: tuple[str, ...] = ()
     variables: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     shapes: tuple[tuple[int, int, int], ...] = ()
+    level: str | None = None  # Inductor's cutlass_instantiation_level; None: the instance's
     declared: bool = False  # False: the instance has no tune table (defaults used)
 
     def combos(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -95,6 +99,7 @@ def parse_space(raw: Any, where: str) -> TuneSpace:
     exclude = _strings(op_filter.get("exclude", []), f"{where}: op_filter.exclude")
     ops = _strings(raw.get("ops", []), f"{where}: ops")
     shapes = _shapes(raw.get("shapes", []), where)
+    level = _level(raw.get("cutlass_instantiation_level"), where)
     variables: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
         if key in RESERVED:
@@ -107,7 +112,18 @@ def parse_space(raw: Any, where: str) -> TuneSpace:
         if any(isinstance(v, (dict, list)) for v in values):
             raise TuneSpaceError(f"{where}: '{key}' must list plain values (numbers, strings)")
         variables[key] = tuple(dict.fromkeys(values))  # duplicates once, order kept
-    return TuneSpace(contains, exclude, ops, variables, shapes, declared=True)
+    return TuneSpace(contains, exclude, ops, variables, shapes, level, declared=True)
+
+
+def _level(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TuneSpaceError(f'{where}: cutlass_instantiation_level must be a string like "2222"')
+    problem = level_problem(str(value))
+    if problem is not None:
+        raise TuneSpaceError(f"{where}: {problem}")
+    return str(value)
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:
