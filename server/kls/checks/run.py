@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from kls.input_limits import MAX_TEMPLATE_BYTES, MAX_TEMPLATE_CODE_BYTES, MAX_TE
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.positions import Range
 from kls.render import RenderResult
-from kls.sandbox.workers import render_isolated
+from kls.sandbox.workers import PendingRender, render_isolated
 from kls.template.model import TemplateModel, parse_template
 from kls.template.source import (
     SourceError,
@@ -141,7 +140,7 @@ class ModelCache:
         self.checked: dict[str, tuple[RenderResult, list[Finding]]] = {}
         # Renders a caller started ahead, by instance name (the language server starts the
         # active instance's render before the template is parsed, so the two overlap).
-        self.started: dict[str, Future[RenderResult]] = {}
+        self.started: dict[str, PendingRender] = {}
 
     def model(self, path: str) -> TemplateModel | None:
         if path not in self.models:

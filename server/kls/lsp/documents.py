@@ -22,9 +22,9 @@ from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.findings import Finding
 from kls.instances import InstanceSet
 from kls.lsp.convert import to_diagnostic
-from kls.lsp.offload import off_loop, submit
+from kls.lsp.offload import off_loop
 from kls.lsp.state import DocState, KlsServer
-from kls.sandbox.workers import render_isolated
+from kls.sandbox.workers import start_isolated
 
 IDLE_BEFORE_FULL_CHECK_S = 0.15
 
@@ -63,19 +63,24 @@ def check_document(
     for template in templates:
         cache = ModelCache(overrides)
         if only is not None and instances is not None:
-            # The interactive check's render runs in a worker process while this thread
-            # parses the template and runs the static checks: the two overlap.
+            # The interactive check's render is sent to a worker process now, from this
+            # thread; the worker renders while this thread parses the template and runs the
+            # static checks.
             for spec in instances.depends_on(template.path):
                 if spec.name in only:
-                    cache.started[spec.name] = submit(render_isolated, spec, cache.overrides)
-        result = check_file(
-            template.path,
-            template.text,
-            instances,
-            cache,
-            only,
-            superseded if generation is not None else None,
-        )
+                    cache.started[spec.name] = start_isolated(spec, cache.overrides)
+        try:
+            result = check_file(
+                template.path,
+                template.text,
+                instances,
+                cache,
+                only,
+                superseded if generation is not None else None,
+            )
+        finally:
+            for pending in cache.started.values():  # not taken: superseded or failed
+                pending.abandon()
         merged.findings.extend(result.findings)
         merged.renders.update(result.renders)
         merged.cancelled = merged.cancelled or result.cancelled

@@ -93,6 +93,57 @@ class _Worker:
                 conn.close()
 
 
+class PendingRender:
+    """A render sent to a worker (`RenderWorkers.start`); `result()` waits for its answer."""
+
+    def __init__(
+        self, pool: RenderWorkers, worker: _Worker, instance: InstanceSpec, limits: Limits
+    ) -> None:
+        self.pool = pool
+        self.worker = worker
+        self.instance = instance
+        self.limits = limits
+        self.sent = time.monotonic()
+        self.broken = False
+        self._result: RenderResult | None = None
+        self._lock = threading.Lock()
+
+    def result(self) -> RenderResult:
+        with self._lock:
+            if self._result is None:
+                spent = True
+                try:
+                    self._result, spent = self._answer()
+                finally:
+                    self.pool._release(self.worker, reuse=not spent)
+            return self._result
+
+    def abandon(self) -> None:
+        """Nobody wants the answer: take it in the background and give the worker back."""
+        if self._result is None:
+            threading.Thread(target=self.result, daemon=True).start()
+
+    def _answer(self) -> tuple[RenderResult, bool]:
+        worker, limits = self.worker, self.limits
+        if self.broken:
+            return failed(self.instance, self.pool._death_message(worker)), True
+        try:
+            waited = time.monotonic() - self.sent
+            answered = worker.answers.poll(max(SLOW_RENDER_S - waited, 0))
+            if not answered:
+                worker.yield_cpu()  # a slow render must not slow the interactive ones
+                waited = time.monotonic() - self.sent
+                total = limits.seconds + self.pool.limits.grace_s
+                answered = worker.answers.poll(max(total - waited, 0))
+            if answered:
+                result, spent = worker.answers.recv()
+                return result, spent or worker.niced
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return failed(self.instance, self.pool._death_message(worker)), True
+        spent_s = time.monotonic() - self.sent
+        return failed(self.instance, f"{time_message(limits)} ({spent_s:.1f} s)"), True
+
+
 def default_max_workers() -> int:
     return max(8, min(16, 4 * (os.cpu_count() or 1)))
 
@@ -121,32 +172,30 @@ class RenderWorkers:
         limits: Limits | None = None,
     ) -> RenderResult:
         """Render in a worker; a render that breaks a limit ends as a KT104 finding."""
+        return self.start(instance, overrides, limits).result()
+
+    def start(
+        self,
+        instance: InstanceSpec,
+        overrides: dict[Path, str] | None = None,
+        limits: Limits | None = None,
+    ) -> PendingRender:
+        """Send a render to a worker now, from this thread, and return at once: the caller
+        does other work meanwhile and then takes `result()` (no thread hop: a pool thread
+        waits for the GIL that a busy caller holds). Every started render must be ended by
+        `result()` or `abandon()`, which give its worker back."""
         limits = limits or Limits(seconds=self.limits.seconds)
         request: Request = (instance, dict(overrides or {}), limits)
         worker = self._acquire()
-        spent = True
-        try:
-            result, spent = self._exchange(worker, request)
-            return result
-        finally:
-            self._release(worker, reuse=not spent)
-
-    def _exchange(self, worker: _Worker, request: Request) -> tuple[RenderResult, bool]:
-        instance, _, limits = request
-        started = time.monotonic()
+        pending = PendingRender(self, worker, instance, limits)
         try:
             worker.requests.send(request)
-            answered = worker.answers.poll(SLOW_RENDER_S)
-            if not answered:
-                worker.yield_cpu()  # a slow render must not slow the interactive ones
-                answered = worker.answers.poll(limits.seconds + self.limits.grace_s - SLOW_RENDER_S)
-            if answered:
-                result, spent = worker.answers.recv()
-                return result, spent or worker.niced
-        except (EOFError, OSError, pickle.PicklingError):
-            return failed(instance, self._death_message(worker)), True
-        spent_s = time.monotonic() - started
-        return failed(instance, f"{time_message(limits)} ({spent_s:.1f} s)"), True
+        except (OSError, pickle.PicklingError):
+            pending.broken = True
+        except BaseException:
+            self._release(worker, reuse=False)
+            raise
+        return pending
 
     def _death_message(self, worker: _Worker) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -241,6 +290,16 @@ def close_shared_workers() -> None:
 def configure(limits: WorkerLimits) -> None:
     """Apply new worker limits (a settings change): later workers start with them."""
     shared_workers().set_limits(limits)
+
+
+def start_isolated(
+    instance: InstanceSpec,
+    overrides: dict[Path, str] | None = None,
+    limits: Limits | None = None,
+) -> PendingRender:
+    """`render_isolated`, sent now and answered by the result's `result()` (see
+    `RenderWorkers.start`)."""
+    return shared_workers().start(instance, overrides, limits)
 
 
 def render_isolated(
