@@ -196,3 +196,27 @@ async def test_a_failing_check_is_reported_not_fatal(
         lsp.DocumentSymbolParams(text_document=lsp.TextDocumentIdentifier(uri=path.as_uri())),
     )
     assert symbols  # the server still answers
+
+
+async def test_config_lookup_is_remembered_until_configs_are_forgotten(
+    lsp_harness: Harness, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kls.lsp import state
+
+    walks: list[Path] = []
+    real = state.find_config
+
+    def counted(path: Path) -> Path | None:
+        walks.append(path)
+        return real(path)
+
+    monkeypatch.setattr(state, "find_config", counted)
+    server = lsp_harness.server
+    server.forget_configs()
+    path = (workspace / "softmax.cu.jinja").resolve()
+    for _ in range(3):
+        assert server.config_path(path) == workspace / "kls.toml"
+    assert walks == [path]
+    server.forget_configs()  # kls.toml or a setting changed: look again
+    assert server.config_path(path) == workspace / "kls.toml"
+    assert walks == [path, path]

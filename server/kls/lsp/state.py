@@ -146,6 +146,7 @@ class KlsServer(LanguageServer):
         self.after_save: list[SaveHook] = []
         self._models: dict[str, tuple[str, TemplateModel]] = {}  # uri -> (text, model)
         self._paths: dict[str, Path] = {}
+        self._config_paths: dict[Path, Path | None] = {}  # template path -> its config
 
     # -- documents ---------------------------------------------------------------------------
     def path(self, uri: str) -> Path:
@@ -190,9 +191,15 @@ class KlsServer(LanguageServer):
 
     # -- configs and instances ---------------------------------------------------------------
     def config_path(self, path: Path) -> Path | None:
+        """`path`'s config file, looked up on disk once per path (a walk up its folders,
+        several times per check on the event loop otherwise) until `forget_configs`."""
+        if path in self._config_paths:
+            return self._config_paths[path]
         configured = self.settings.instances_file
         config = Path(configured).expanduser() if configured else find_config(path)
-        return config if config is not None and config.is_file() else None
+        found = config if config is not None and config.is_file() else None
+        self._config_paths[path] = found
+        return found
 
     def instances(self, path: Path) -> InstanceSet | None:
         """The instances of `path`'s config, once `load_config` has read it (off the loop)."""
@@ -222,6 +229,7 @@ class KlsServer(LanguageServer):
         """kls.toml, a sub-template or a setting that reads them changed: read them again."""
         self.configs.clear()
         self._paths.clear()
+        self._config_paths.clear()
 
     def instances_of(self, path: Path) -> list[InstanceSpec]:
         found = self.instances(path)
