@@ -104,6 +104,9 @@ class RenderResult:
     op: EmittedOp | None = None
     files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # tree-sitter's errors in `text` (kls.cuda_syntax.error_nodes), when the render worker
+    # parsed it; None: not parsed yet.
+    syntax_errors: list[tuple[int, str, bool]] | None = None
 
     @property
     def ok(self) -> bool:

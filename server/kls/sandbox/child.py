@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from kls.cuda_syntax import WORKER_PARSE_MAX_CHARS, error_nodes
 from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
 from kls.render import LimitExceeded, Limits, RenderResult, render
@@ -60,6 +61,19 @@ def render_bounded(
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def parse_rendered(result: RenderResult) -> None:
+    """tree-sitter's parse of the rendered CUDA (KT501), here while the server runs the
+    template's own checks; a large text is left to the server (outside the render's
+    deadline)."""
+    if result.text is None or len(result.text) > WORKER_PARSE_MAX_CHARS:
+        return
+    try:
+        instance = result.instance
+        result.syntax_errors = error_nodes(result.text, f"{instance.config_path}\0{instance.name}")
+    except MemoryError:
+        result.syntax_errors = None
+
+
 def portable(result: RenderResult) -> RenderResult:
     """The result without what cannot or must not leave the worker (compiled templates hold
     their environment; a template may pass arbitrary Jinja objects to helpers)."""
@@ -92,6 +106,8 @@ def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
             return
         result = render_bounded(instance, overrides, limits)
         spent = any(f.code == "KT104" for f in result.findings)
+        if not spent:
+            parse_rendered(result)
         try:
             answers.send((portable(result), spent))
         except (OSError, MemoryError):

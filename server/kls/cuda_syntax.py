@@ -1,0 +1,105 @@
+"""tree-sitter-cuda's parse of rendered CUDA: where it finds errors (KT501, kls.checks.syntax).
+
+Light on imports: render workers (kls.sandbox.child) run it right after a render, so the
+parse happens in the worker process while the server is busy with the template's own checks.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# Attribute-like macros tree-sitter cannot expand; blanked to spaces so columns stay put.
+ATTRIBUTE_MACROS = re.compile(
+    r"(?<!#define )\b(PT_EXPORT|CUTLASS_HOST_DEVICE|CUTLASS_DEVICE|CUTLASS_GLOBAL)\b"
+)
+# Rendered text up to this size is parsed in the render worker; a larger one (up to the
+# render's output bound) in the checking process, outside the render's deadline.
+WORKER_PARSE_MAX_CHARS = 1024 * 1024
+
+# (0-based row, node type, whether tree-sitter inserted it as missing), in tree order.
+ErrorNode = tuple[int, str, bool]
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Any:
+    import tree_sitter
+    import tree_sitter_cuda
+
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+
+
+# The last parse of each key (an instance, in a render worker): text and tree, for an
+# incremental parse of the next text. Not thread-safe: render workers are single-threaded.
+_LAST: dict[str, tuple[bytes, Any]] = {}
+_LAST_KEEP = 16
+
+
+def error_nodes(text: str, key: str | None = None) -> list[ErrorNode]:
+    """Every error or missing node of `text`'s parse, outermost first, in tree order.
+
+    With `key`, the parse reuses the tree of the key's previous text (tree-sitter's
+    incremental parse: the edit is the changed middle between a common prefix and suffix);
+    only a clean result is taken from it, and any error is looked for by a fresh parse, so
+    the errors are exactly a fresh parse's."""
+    blanked = ATTRIBUTE_MACROS.sub(lambda m: " " * len(m.group(0)), text).encode("utf-8")
+    parser = _parser()
+    tree = _reparse(parser, key, blanked) if key is not None else None
+    if tree is None:
+        tree = parser.parse(blanked)
+    if key is not None:
+        _LAST.pop(key, None)
+        while len(_LAST) >= _LAST_KEEP:
+            del _LAST[next(iter(_LAST))]
+        _LAST[key] = (blanked, tree)
+    if not tree.root_node.has_error:
+        return []
+    return [(n.start_point[0], n.type, n.is_missing) for n in _errors(tree.root_node)]
+
+
+def _reparse(parser: Any, key: str, new: bytes) -> Any:
+    """An incremental parse of `new` from the key's last tree, if clean; else None."""
+    last = _LAST.get(key)
+    if last is None:
+        return None
+    old, tree = last
+    if old == new:
+        return None if tree.root_node.has_error else tree
+    limit = min(len(old), len(new))
+    start = _common(lambda n: old[:n] == new[:n], limit)
+    # The common suffix, not overlapping the prefix.
+    end = _common(lambda n: old[len(old) - n :] == new[len(new) - n :], limit - start)
+    old_end, new_end = len(old) - end, len(new) - end
+    tree.edit(
+        start, old_end, new_end, _point(old, start), _point(old, old_end), _point(new, new_end)
+    )
+    fresh = parser.parse(new, tree)
+    return None if fresh.root_node.has_error else fresh
+
+
+def _common(same: Callable[[int], bool], limit: int) -> int:
+    """The largest n <= limit with same(n) (same is monotone: true up to some n)."""
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if same(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+def _point(data: bytes, offset: int) -> tuple[int, int]:
+    return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)
+
+
+def _errors(node: Any) -> Iterator[Any]:
+    if node.is_error or node.is_missing:
+        yield node
+        return
+    if not node.has_error:
+        return
+    for child in node.children:
+        yield from _errors(child)
