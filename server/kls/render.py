@@ -113,6 +113,26 @@ class RenderResult:
         return self.text is not None
 
 
+_DEBUG_INFO: dict[str, list[tuple[int, int]]] = {}  # Jinja's debug_info string, parsed
+
+
+class KlsTemplate(jinja2.Template):
+    """Jinja's Template, whose map from generated code lines to template lines is parsed once
+    per compiled code (Jinja parses it again on every lookup, and kls looks up the template
+    line of every helper call)."""
+
+    @property
+    def debug_info(self) -> list[tuple[int, int]]:
+        raw = self._debug_info
+        found = _DEBUG_INFO.get(raw)
+        if found is None:
+            found = jinja2.Template.debug_info.fget(self)  # type: ignore[attr-defined]
+            if len(_DEBUG_INFO) >= 4 * _CODE_CACHE_SIZE:
+                _DEBUG_INFO.clear()
+            _DEBUG_INFO[raw] = found
+        return found
+
+
 class KlsEnvironment(AllowlistSandbox):
     """Sandboxed (an allowlist of the documented API), StrictUndefined, source-mapped and
     time-bounded."""
@@ -130,6 +150,7 @@ class KlsEnvironment(AllowlistSandbox):
         self.kls_out = self.kls_recorder.out
         if mark:
             self.code_generator_class = SourceMapCodeGenerator
+        self.template_class = KlsTemplate
         self.deadline = deadline
 
     def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:

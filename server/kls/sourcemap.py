@@ -32,7 +32,7 @@ from typing import Any
 from jinja2 import nodes
 from jinja2.compiler import CodeGenerator, Frame
 from jinja2.environment import Environment
-from jinja2.lexer import TOKEN_DATA, Token, TokenStream
+from jinja2.lexer import TOKEN_DATA, TokenStream
 from jinja2.parser import Parser
 from jinja2.utils import concat
 from markupsafe import Markup
@@ -288,16 +288,16 @@ def _placeholder(slot: int) -> str:
 class Shape:
     """A template text seen as its Jinja tokens with the template data taken out.
 
-    `key` is every token (line, type, value), with the text of each data token that holds
-    more than whitespace replaced by a slot; `data` is those texts, in order. Two texts with
+    `key` is every raw token (line, type, text), with the text of each data token that holds
+    more than whitespace left out (a slot); `data` is those texts, in order. Two texts with
     the same key differ only in that data, so they compile to the same code (data is written
     as is, and every position the source map records is a token's line, kept in the key);
     `kls_data` gives the code its texts. Empty and all-blank data stay in the key: Jinja's
     parser looks at them (an empty one makes no node; a required block must be blank)."""
 
-    key: tuple[Any, ...]
+    key: tuple[tuple[int, str, str | None], ...]
     data: tuple[str, ...]
-    tokens: tuple[Token, ...]  # with placeholders, for `compile_shape`
+    raw: tuple[tuple[int, str, str], ...]  # with placeholders, for `compile_shape`
 
 
 def template_shape(
@@ -309,23 +309,23 @@ def template_shape(
         return None
     lexer = env.lexer
     try:
-        tokens = list(lexer.wrap(lexer.tokeniter(env.preprocess(source), name, filename)))
+        tokens = list(lexer.tokeniter(env.preprocess(source), name, filename))
     except Exception:
         return None
-    key: list[Any] = []
+    key: list[tuple[int, str, str | None]] = []
     data: list[str] = []
-    shaped: list[Token] = []
+    raw: list[tuple[int, str, str]] = []
     for token in tokens:
-        value = token.value
-        if token.type == TOKEN_DATA and value and not value.isspace():
-            slot = len(data)
-            data.append(value)
-            key.append((token.lineno, TOKEN_DATA, _SLOT))
-            shaped.append(Token(token.lineno, TOKEN_DATA, _placeholder(slot)))
+        lineno, kind, value = token
+        if kind == TOKEN_DATA and value and not value.isspace():
+            raw.append((lineno, kind, _placeholder(len(data))))
+            # As Jinja's token stream gives it (lexer.wrap).
+            data.append(lexer._normalize_newlines(value) if "\r" in value else value)
+            key.append((lineno, kind, None))
         else:
             key.append(token)
-            shaped.append(token)
-    return Shape(tuple(key), tuple(data), tuple(shaped))
+            raw.append(token)
+    return Shape(tuple(key), tuple(data), tuple(raw))
 
 
 def compile_shape(env: Environment, shape: Shape, name: str | None, filename: str) -> CodeType:
@@ -333,7 +333,7 @@ def compile_shape(env: Environment, shape: Shape, name: str | None, filename: st
     Raises what Jinja raises for such a text (callers compile the text itself then, so
     the error is Jinja's own)."""
     parser = Parser(env, "", name, filename)
-    parser.stream = TokenStream(iter(shape.tokens), name, filename)
+    parser.stream = TokenStream(env.lexer.wrap(iter(shape.raw), name, filename), name, filename)
     tree = parser.parse()
     generator = env.code_generator_class(env, name, filename, None, False, env.optimized)
     if not isinstance(generator, SourceMapCodeGenerator):

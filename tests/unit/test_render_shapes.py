@@ -9,12 +9,15 @@ import tempfile
 from pathlib import Path
 
 import jinja2
+import pytest
 from hypothesis import HealthCheck, given, settings
 
 from kls import render as render_module
 from kls.instances import InstanceSpec, load_instances
 from kls.render import RenderResult, render
 from kls.sourcemap import template_shape
+from kls.template import model as model_module
+from kls.template.model import TemplateModel, parse_template
 from tests.conftest import TEMPLATES
 from tests.test_render_exact import TOKEN, Gen, render_both, templates
 
@@ -117,3 +120,51 @@ def fresh_with(spec: InstanceSpec, text: str) -> RenderResult:
         return render(spec, {spec.template.resolve(): text})
     finally:
         render_module._CODE_CACHE.update(saved)
+
+
+def model_facts(model: TemplateModel) -> tuple[object, ...]:
+    return (
+        model.syntax_error,
+        model.free_variables,
+        model.calls,
+        model.expressions,
+        model.statements,
+        model.name_uses,
+        model.noqa,
+        model.tokens,
+    )
+
+
+def fresh_model(text: str) -> TemplateModel:
+    saved = dict(model_module._PARSES)
+    model_module._PARSES.clear()
+    try:
+        return parse_template.__wrapped__(text)
+    finally:
+        model_module._PARSES.update(saved)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(templates())
+def test_a_data_edit_reuses_the_jinja_parse_and_models_like_a_fresh_parse(g: Gen) -> None:
+    text = g.files["t.cu.jinja"]
+    edited = edit_data(text, "q")
+    first = parse_template.__wrapped__(text)
+    second = parse_template.__wrapped__(edited)
+    if edited != text and first.ast is not None:
+        assert second.ast is first.ast  # parsed once for the shape
+    assert model_facts(second) == model_facts(fresh_model(edited))
+
+
+@pytest.mark.parametrize(
+    ("good", "broken"),
+    [
+        ("a {% if x %}b{% endif %} c", "a {% if x %}bb{% endif %} cc"),
+        ("a {% if x %}b c\nd", "aa {% if x %}bbb cc\ndd"),  # unclosed: the same error
+        ("{% for %}x{% endfor %}", "{% for %}yy{% endfor %}"),
+    ],
+)
+def test_same_shape_texts_get_their_own_syntax_error_ranges(good: str, broken: str) -> None:
+    a, b = parse_template.__wrapped__(good), parse_template.__wrapped__(broken)
+    assert model_facts(b) == model_facts(fresh_model(broken))
+    assert (a.syntax_error is None) == (b.syntax_error is None)

@@ -74,18 +74,19 @@ def parse_rendered(result: RenderResult) -> None:
         result.syntax_errors = None
 
 
-def portable(result: RenderResult) -> RenderResult:
-    """The result without what cannot or must not leave the worker (compiled templates hold
-    their environment; a template may pass arbitrary Jinja objects to helpers)."""
+def portable(result: RenderResult, spent: bool) -> bytes:
+    """The answer (result, spent), pickled once, without what cannot or must not leave the
+    worker (compiled templates hold their environment; a template may pass arbitrary Jinja
+    objects to helpers)."""
     if result.kernel is not None:
         result.kernel.recorder.code_to_template = {}
     try:
-        pickle.dumps(result)
+        return pickle.dumps((result, spent), pickle.HIGHEST_PROTOCOL)
     except Exception:
         for record in result.calls:
             record.args = tuple(_plain(a) for a in record.args)
             record.kwargs = {k: _plain(v) for k, v in record.kwargs.items()}
-    return result
+        return pickle.dumps((result, spent), pickle.HIGHEST_PROTOCOL)
 
 
 def _plain(value: Any) -> Any:
@@ -109,7 +110,7 @@ def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
         if not spent:
             parse_rendered(result)
         try:
-            answers.send((portable(result), spent))
+            answers.send_bytes(portable(result, spent))  # the parent's recv() unpickles it
         except (OSError, MemoryError):
             return
         if spent:

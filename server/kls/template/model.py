@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -145,6 +146,8 @@ class TemplateModel:
     statements: list[Statement] = field(default_factory=list)
     name_uses: dict[str, list[Range]] = field(default_factory=dict)
     noqa: dict[int, frozenset[str]] = field(default_factory=dict)
+    # Jinja's AST, shared by the texts of one shape (kls.template.tokens): its TemplateData
+    # nodes may hold another such text's data; `source` is this text.
     ast: nodes.Template | None = None
 
     @functools.cached_property
@@ -189,13 +192,45 @@ def parse_template(source: str) -> TemplateModel:
     lexed = tokenize(env, source)
     model = TemplateModel(source, lexed.index, lexed.tokens, None)
     _collect(model, lexed)
-    try:
-        model.ast = env.parse(source)
-    except TemplateSyntaxError as exc:
-        model.syntax_error = _locate_syntax_error(model, exc)
+    parsed = _parse_shape(env, source, lexed.shape)
+    if isinstance(parsed, TemplateSyntaxError):
+        model.syntax_error = _locate_syntax_error(model, parsed)
+    else:
+        model.ast = parsed
     if model.syntax_error is None and lexed.error is not None:
         model.syntax_error = _locate_syntax_error(model, lexed.error)
     return model
+
+
+# Jinja's parse by shape (TokenizeResult.shape): an edit of template data only (the text
+# outside {{ }}, {% %} and {# #}, on the same lines) parses nothing again.
+_PARSES: dict[tuple[Any, ...], nodes.Template | TemplateSyntaxError] = {}
+_PARSES_KEEP = 64
+_PARSES_LOCK = threading.Lock()  # models are parsed on several threads
+
+
+def _parse_shape(
+    env: jinja2.Environment, source: str, shape: tuple[Any, ...] | None
+) -> nodes.Template | TemplateSyntaxError:
+    """Jinja's AST of `source` (its template data may be another text's of the same shape),
+    or the syntax error its parse raises (the same for every text of the shape: the parser
+    sees tokens, and of data only whether it is empty or blank, which the shape keeps)."""
+    if shape is not None:
+        with _PARSES_LOCK:
+            found = _PARSES.pop(shape, None)
+            if found is not None:
+                _PARSES[shape] = found  # the most recently used
+                return found
+    try:
+        parsed: nodes.Template | TemplateSyntaxError = env.parse(source)
+    except TemplateSyntaxError as exc:
+        parsed = exc
+    if shape is not None:
+        with _PARSES_LOCK:
+            while len(_PARSES) >= _PARSES_KEEP:
+                del _PARSES[next(iter(_PARSES))]
+            _PARSES[shape] = parsed
+    return parsed
 
 
 def _collect(model: TemplateModel, lexed: TokenizeResult) -> None:

@@ -34,6 +34,10 @@ class TokenizeResult:
     tokens: list[Token]
     error: TemplateSyntaxError | None
     index: LineIndex
+    # The text's Jinja shape: every raw token (line, type, text), with the text of each data
+    # token that holds more than whitespace left out; two texts of one shape parse to the
+    # same Jinja AST but for that data. None after a lexing error.
+    shape: tuple[tuple[int, str, str | None], ...] | None = None
 
     def range(self, token: Token) -> Range:
         return self.index.range(token.start, token.end)
@@ -43,10 +47,15 @@ def tokenize(env: jinja2.Environment, source: str) -> TokenizeResult:
     """All tokens of `source` with offsets; a lexing error stops the stream and is returned."""
     index = LineIndex(source)
     tokens: list[Token] = []
+    shape: list[tuple[int, str, str | None]] = []
     cursor = 0
     error: TemplateSyntaxError | None = None
     try:
-        for _lineno, kind, value in env.lexer.tokeniter(source, None):
+        for lineno, kind, value in env.lexer.tokeniter(source, None):
+            if kind == "data" and value and not value.isspace():
+                shape.append((lineno, kind, None))
+            else:
+                shape.append((lineno, kind, value))
             if not value:
                 continue
             found = source.find(value, cursor)
@@ -60,4 +69,4 @@ def tokenize(env: jinja2.Environment, source: str) -> TokenizeResult:
             tokens.append(Token(kind, value, found, found + len(value)))
     except TemplateSyntaxError as exc:
         error = exc
-    return TokenizeResult(tokens, error, index)
+    return TokenizeResult(tokens, error, index, tuple(shape) if error is None else None)
