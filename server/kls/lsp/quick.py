@@ -13,7 +13,6 @@ when it is first checked, so the first save already finds it warm.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import weakref
 from pathlib import Path
@@ -24,6 +23,7 @@ from kls.compile.quick import prepare_preamble, quick_check
 from kls.compile.run import CompileCancelled, CompileResult
 from kls.findings import Finding
 from kls.instances import InstanceSpec
+from kls.lsp.offload import off_loop, submit
 from kls.lsp.state import KlsServer
 from kls.template.source import python_file
 
@@ -32,6 +32,10 @@ _SHOWN: weakref.WeakKeyDictionary[KlsServer, set[str]] = weakref.WeakKeyDictiona
 _WARMED: weakref.WeakKeyDictionary[KlsServer, set[tuple[str, str]]] = weakref.WeakKeyDictionary()
 # The save each path's quick result belongs to: an older one arriving late is dropped.
 _SAVES: weakref.WeakKeyDictionary[KlsServer, dict[Path, int]] = weakref.WeakKeyDictionary()
+# The cancel of each path's running quick check: a newer save stops the older clang run.
+_RUNNING: weakref.WeakKeyDictionary[KlsServer, dict[Path, threading.Event]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def instance_files(spec: InstanceSpec, findings: list[Finding]) -> set[str]:
@@ -56,14 +60,21 @@ async def quick_on_save(ls: KlsServer, uri: str) -> None:
     saves[path] = save
     options = ls.compile_options("check")
     overrides = ls.overrides()
-    cancel = threading.Event()
+    running = _RUNNING.setdefault(ls, {})
+    older = running.get(path)
+    if older is not None:
+        older.set()  # superseded: stop its clang now
+    cancel = running[path] = threading.Event()
     try:
-        result = await asyncio.to_thread(quick_check, spec, options, overrides, cancel, None, False)
+        result = await off_loop(quick_check, spec, options, overrides, cancel, None, False)
     except CompileCancelled:
         return
     except Exception as exc:  # the quick tier must never cost the user nvcc's check
         ls.report_failure("quick check", exc)
         return
+    finally:
+        if running.get(path) is cancel:
+            del running[path]
     if saves.get(path) != save:
         return  # a newer save is on its way
     if result.notice:
@@ -120,7 +131,7 @@ def warm_preamble(ls: KlsServer, uri: str, first: bool) -> None:
         except Exception:  # a background warm-up: the save path reports what fails
             return
 
-    threading.Thread(target=start, name="kls-preamble-warmup", daemon=True).start()
+    submit(start)
 
 
 def register(ls: KlsServer) -> None:
