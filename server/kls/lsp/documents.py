@@ -13,6 +13,7 @@ over).
 from __future__ import annotations
 
 import asyncio
+import gc
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,6 +148,21 @@ def _store(ls: KlsServer, uri: str, state: DocState, result: CheckResult, comple
     state.result_generation = state.generation
     state.result_complete = complete
     ls.checked(uri, result, first)
+    global _FROZEN
+    if not _FROZEN:
+        _FROZEN = True
+        asyncio.get_running_loop().call_soon(_freeze)
+
+
+_FROZEN = False
+
+
+def _freeze() -> None:
+    """After the first check: what it built to stay (Jinja environments, compiled code,
+    lsprotocol's converters) is left out of later garbage collections, as the imports are
+    (kls.lsp.server), so a full collection while typing walks only what edits made."""
+    gc.collect()
+    gc.freeze()
 
 
 async def _quiet(ls: KlsServer, uri: str, generation: int) -> bool:

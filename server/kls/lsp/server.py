@@ -7,6 +7,7 @@ render worker, which then starts up on another core while pygls and the features
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -42,6 +43,11 @@ def serve(tcp: str | None = None) -> int:
     threading.Thread(target=_warm_render_workers, name="kls-warm", daemon=True).start()
     server = create_server()
     from kls.lsp.protocol_guard import run_stdio, run_tcp
+
+    # What was imported lives as long as the server: leave it out of garbage collections
+    # (a full one walked all of it, 20-100 ms on the event loop, several times a minute while
+    # typing).
+    gc.freeze()
 
     if tcp:
         host, _, port = tcp.rpartition(":")

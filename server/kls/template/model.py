@@ -185,7 +185,9 @@ def make_environment() -> jinja2.Environment:
 _ENV = make_environment()
 
 
-@functools.lru_cache(maxsize=64)
+# A model is thousands of objects that every full garbage collection walks: keep few (the
+# editor asks for the current text of a few documents; `kls check` for each file once).
+@functools.lru_cache(maxsize=16)
 def parse_template(source: str) -> TemplateModel:
     """The model of a template text (cached by text: treat the result as read-only)."""
     env = _ENV
