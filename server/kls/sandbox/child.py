@@ -7,6 +7,7 @@ anything else that writes to stdout goes to stderr instead, so it cannot corrupt
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import resource
@@ -100,6 +101,8 @@ def _plain(value: Any) -> Any:
 def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
     """One request at a time until the parent goes away; a worker that hit a limit exits."""
     apply_limits(memory_mb)
+    gc.freeze()  # the imports: left out of garbage collections (kls.lsp.server does the same)
+    frozen = False
     while True:
         try:
             instance, overrides, limits = requests.recv()
@@ -115,6 +118,10 @@ def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
             return
         if spent:
             return
+        if not frozen:  # what the first render built to stay (ops, compiled code) likewise
+            frozen = True
+            gc.collect()
+            gc.freeze()
 
 
 def main() -> None:
