@@ -24,6 +24,7 @@ expression emits exactly that string, its lines map into the sub-template (`subs
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import StringIO
 from types import CodeType
@@ -298,6 +299,16 @@ class Shape:
     key: tuple[tuple[int, str, str | None], ...]
     data: tuple[str, ...]
     raw: tuple[tuple[int, str, str], ...]  # with placeholders, for `compile_shape`
+    # Where each slot's raw text lies in the source (start, end), or None if unknown.
+    spans: tuple[tuple[int, int], ...] | None = None
+
+
+# The last text lexed for each file (and lexer), with its shape: an edit inside one slot's
+# text is seen without lexing again (`_edited_shape`). Per process; entries are immutable.
+_LAST: dict[tuple[str, object], tuple[str, Shape]] = {}
+_LAST_KEEP = 64
+# An edit that removes or inserts one of these may start or end a tag, or move lines.
+_TAG_CHARS = frozenset("{}%#\n\r")
 
 
 def template_shape(
@@ -308,6 +319,24 @@ def template_shape(
     if env.extensions:
         return None
     lexer = env.lexer
+    plain = env.line_statement_prefix is None and env.line_comment_prefix is None
+    memo = (filename, lexer) if filename and plain else None
+    last = _LAST.get(memo) if memo is not None else None
+    shape = _edited_shape(last[0], last[1], source, lexer) if last is not None else None
+    if shape is None:
+        shape = _lex_shape(env, source, name, filename)
+    if shape is not None and memo is not None:
+        _LAST.pop(memo, None)
+        while len(_LAST) >= _LAST_KEEP:
+            _LAST.pop(next(iter(_LAST)), None)
+        _LAST[memo] = (source, shape)
+    return shape
+
+
+def _lex_shape(
+    env: Environment, source: str, name: str | None, filename: str | None
+) -> Shape | None:
+    lexer = env.lexer
     try:
         tokens = list(lexer.tokeniter(env.preprocess(source), name, filename))
     except Exception:
@@ -315,9 +344,20 @@ def template_shape(
     key: list[tuple[int, str, str | None]] = []
     data: list[str] = []
     raw: list[tuple[int, str, str]] = []
+    spans: list[tuple[int, int]] | None = []
+    cursor = 0
     for token in tokens:
         lineno, kind, value = token
+        if value and spans is not None:
+            # Every raw token is the source's own text, in order (kls.template.tokens).
+            found = source.find(value, cursor)
+            if found < 0:
+                spans = None
+            else:
+                cursor = found + len(value)
         if kind == TOKEN_DATA and value and not value.isspace():
+            if spans is not None:
+                spans.append((cursor - len(value), cursor))
             raw.append((lineno, kind, _placeholder(len(data))))
             # As Jinja's token stream gives it (lexer.wrap).
             data.append(lexer._normalize_newlines(value) if "\r" in value else value)
@@ -325,7 +365,56 @@ def template_shape(
         else:
             key.append(token)
             raw.append(token)
-    return Shape(tuple(key), tuple(data), tuple(raw))
+    return Shape(tuple(key), tuple(data), tuple(raw), tuple(spans) if spans is not None else None)
+
+
+def _edited_shape(old: str, shape: Shape, new: str, lexer: Any) -> Shape | None:
+    """The shape of `new` when it is `old` with an edit strictly inside one slot's text that
+    neither removes nor inserts a line, a brace, `%` or `#` (so no tag starts or ends, and
+    whitespace control strips the same), and leaves that text non-blank; else None."""
+    if new == old:
+        return shape
+    if shape.spans is None:
+        return None
+    limit = min(len(old), len(new))
+    start = _common(lambda n: old[:n] == new[:n], limit)
+    end = _common(lambda n: old[len(old) - n :] == new[len(new) - n :], limit - start)
+    old_end, new_end = len(old) - end, len(new) - end
+    if not _TAG_CHARS.isdisjoint(old[start:old_end]) or not _TAG_CHARS.isdisjoint(
+        new[start:new_end]
+    ):
+        return None
+    if start > 0 and old[start - 1] == "{":
+        return None  # what follows might complete `{{`, `{%` or `{#`
+    slot = next(
+        (i for i, (first, last) in enumerate(shape.spans) if first < start and old_end < last),
+        None,
+    )
+    if slot is None:
+        return None
+    first, last = shape.spans[slot]
+    delta = len(new) - len(old)
+    value = new[first : last + delta]
+    if value.isspace():
+        return None
+    data = list(shape.data)
+    data[slot] = lexer._normalize_newlines(value) if "\r" in value else value
+    spans = list(shape.spans[:slot])
+    spans.append((first, last + delta))
+    spans.extend((a + delta, b + delta) for a, b in shape.spans[slot + 1 :])
+    return Shape(shape.key, tuple(data), shape.raw, tuple(spans))
+
+
+def _common(same: Callable[[int], bool], limit: int) -> int:
+    """The largest n <= limit with same(n) (same holds up to some n, then never)."""
+    low, high = 0, limit
+    while low < high:
+        mid = (low + high + 1) // 2
+        if same(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
 
 
 def compile_shape(env: Environment, shape: Shape, name: str | None, filename: str) -> CodeType:

@@ -11,11 +11,12 @@ from pathlib import Path
 import jinja2
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kls import render as render_module
 from kls.instances import InstanceSpec, load_instances
 from kls.render import RenderResult, render
-from kls.sourcemap import template_shape
+from kls.sourcemap import _lex_shape, template_shape
 from kls.template import model as model_module
 from kls.template.model import TemplateModel, parse_template
 from tests.conftest import TEMPLATES
@@ -168,3 +169,45 @@ def test_same_shape_texts_get_their_own_syntax_error_ranges(good: str, broken: s
     a, b = parse_template.__wrapped__(good), parse_template.__wrapped__(broken)
     assert model_facts(b) == model_facts(fresh_model(broken))
     assert (a.syntax_error is None) == (b.syntax_error is None)
+
+
+def _data_spans(text: str) -> list[tuple[int, int]]:
+    spans, at = [], 0
+    for m in TAG.finditer(text):
+        spans.append((at, m.start()))
+        at = m.end()
+    return [*spans, (at, len(text))]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    templates(),
+    st.lists(
+        st.tuples(
+            st.floats(0, 1),
+            st.integers(0, 3),
+            st.text(alphabet="aab  {}%#-+\n\r", max_size=3),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+)
+def test_a_shape_seen_from_the_last_text_is_the_shape_lexed_afresh(
+    g: Gen, edits: list[tuple[float, int, str]]
+) -> None:
+    env = jinja2.Environment()
+    text = g.files["t.cu.jinja"]
+    name = f"edited-{id(edits)}.cu.jinja"
+    template_shape(env, text, name, name)
+    for where, length, insert in edits:
+        # Mostly inside template data, where an edit may keep the shape.
+        outside = [i for m in _data_spans(text) for i in range(*m)] or [0]
+        at = outside[int(where * (len(outside) - 1))]
+        text = text[:at] + insert + text[at + length :]
+        seen = template_shape(env, text, name, name)
+        lexed = _lex_shape(env, text, name, name)
+        if lexed is None:
+            assert seen is None
+            continue
+        assert seen is not None
+        assert (seen.key, seen.data, seen.spans) == (lexed.key, lexed.data, lexed.spans)
