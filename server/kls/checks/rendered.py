@@ -308,9 +308,18 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
     # Only the body is blanked (it opens right after the signature, outside any comment):
     # blanking the whole rendered text cost ~3 ms a check on a CUTLASS instance.
     outer = _outermost(_blank_comments(text[start : end + 1]), 1, end - start)
-    for param in kernel.params():
-        if not re.search(rf"(?<![\w.]){re.escape(param.name)}\s*[=;\[{{(]", outer):
-            continue  # cheap: the full declaration pattern below backtracks over the body
+    params = kernel.params()
+    # Cheap, one pass for all names: the full declaration pattern below backtracks over the
+    # body, so it runs only for a name followed by = ; [ { (.
+    named = "|".join(re.escape(p.name) for p in sorted(params, key=lambda p: -len(p.name)))
+    followed = (
+        {m.group(1) for m in re.finditer(rf"(?<![\w.])({named})\s*[=;\[{{(]", outer)}
+        if params
+        else set()
+    )
+    for param in params:
+        if param.name not in followed:
+            continue
         decl = re.compile(
             rf"(?<![\w.>:])([A-Za-z_][\w:]*(?:<[^;{{}}()]*>)?)[\s*&]+(?:const\s+)?[*&]*\s*"
             rf"{re.escape(param.name)}\s*(?:=|;|\[|\{{|\()"
@@ -337,16 +346,27 @@ def _blank_comments(text: str) -> str:
     return COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
 
 
+NOT_NEWLINE = re.compile(r"[^\n]")
+
+
 def _outermost(text: str, start: int, end: int) -> str:
-    """text[start:end] with every nested {...} blanked to spaces (offsets kept)."""
-    out = list(text[start:end])
+    """text[start:end] with every nested {...} blanked to spaces (offsets kept): a `{` and
+    what follows it while inside braces become spaces, newlines and `}` stay."""
+    segment = text[start:end]
+    out: list[str] = []
     depth = 0
-    for i, ch in enumerate(out):
-        if ch == "{":
+    at = 0
+    for m in BRACES.finditer(segment):
+        i = m.start()
+        chunk = segment[at:i]
+        out.append(NOT_NEWLINE.sub(" ", chunk) if depth > 0 else chunk)
+        if segment[i] == "{":
             depth += 1
-        elif ch == "}":
+            out.append(" " if depth > 0 else "{")
+        else:
             depth -= 1
-            continue
-        if depth > 0 and ch != "\n":
-            out[i] = " "
+            out.append("}")
+        at = i + 1
+    tail = segment[at:]
+    out.append(NOT_NEWLINE.sub(" ", tail) if depth > 0 else tail)
     return "".join(out)
