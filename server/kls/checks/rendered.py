@@ -20,7 +20,11 @@ WORKSPACE_QUERY = re.compile(r"if\s*\(\s*(workspace_size\s*(!=\s*(nullptr|NULL|0
 NULL_CHECK = re.compile(r"if\s*\(\s*!\s*\w+\s*\)|throw std::runtime_error\(\"input ")
 BRACES = re.compile(r"[{}]")
 LAUNCH = re.compile(r"<<<|\bgemm_op\s*\(\s*stream|\.initialize\s*\(|\.run\s*\(|cudaLaunchKernel")
-DOUBLED_EXPORT = re.compile(r"\bPT_EXPORT\s+PT_EXPORT\b")
+# Patterns that start with a literal, not \b: a leading \b costs the regex engine its fast
+# scan for the literal (~50x on a rendered CUTLASS instance); `_at_word_start` checks it.
+DOUBLED_EXPORT = re.compile(r"PT_EXPORT\s+PT_EXPORT\b")
+WORD_CHAR = re.compile(r"\w")
+NAME_OR_DOT = re.compile(r"[\w.]")
 # Macros template.globals() defines that rendered code commonly uses.
 GLOBALS_MACROS = ("PT_EXPORT", "CUTLASS_CHECK")
 C_KEYWORDS = frozenset(
@@ -249,9 +253,16 @@ def finding_at_origin(
     )
 
 
+def _at_word_start(text: str, at: int) -> bool:
+    """Whether `\b` holds before text[at] (a word character): no word character precedes."""
+    return at == 0 or WORD_CHAR.match(text, at - 1) is None
+
+
 def _first_use(text: str, name: str) -> int | None:
     """The offset of the first use of macro `name` outside its own #define line."""
-    for m in re.finditer(rf"\b{name}\b", text):
+    for m in re.finditer(rf"{name}\b", text):
+        if not _at_word_start(text, m.start()):
+            continue
         line_start = text.rfind("\n", 0, m.start()) + 1
         if not re.match(rf"\s*#\s*(define|undef|ifdef|ifndef)\s+{name}\b", text[line_start:]):
             return m.start()
@@ -281,6 +292,8 @@ def _globals_missing(result: RenderResult, models: Models) -> Iterator[Finding]:
 def _doubled_export(result: RenderResult, models: Models) -> Iterator[Finding]:
     text = result.text or ""
     m = DOUBLED_EXPORT.search(text)
+    while m is not None and not _at_word_start(text, m.start()):
+        m = DOUBLED_EXPORT.search(text, m.start() + 1)
     if m is None:
         return
     why = (
@@ -310,10 +323,15 @@ def _redeclared_params(result: RenderResult, models: Models) -> Iterator[Finding
     outer = _outermost(_blank_comments(text[start : end + 1]), 1, end - start)
     params = kernel.params()
     # Cheap, one pass for all names: the full declaration pattern below backtracks over the
-    # body, so it runs only for a name followed by = ; [ { (.
+    # body, so it runs only for a name followed by = ; [ { ( (and not preceded by a word
+    # character or `.`, checked outside the pattern, which then scans for its literals fast).
     named = "|".join(re.escape(p.name) for p in sorted(params, key=lambda p: -len(p.name)))
     followed = (
-        {m.group(1) for m in re.finditer(rf"(?<![\w.])({named})\s*[=;\[{{(]", outer)}
+        {
+            m.group(1)
+            for m in re.finditer(rf"({named})\s*[=;\[{{(]", outer)
+            if m.start() == 0 or NAME_OR_DOT.match(outer, m.start() - 1) is None
+        }
         if params
         else set()
     )
@@ -346,27 +364,27 @@ def _blank_comments(text: str) -> str:
     return COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
 
 
-NOT_NEWLINE = re.compile(r"[^\n]")
+NESTED = re.compile(r"[^\n}]")  # what blanking a nested region replaces
 
 
 def _outermost(text: str, start: int, end: int) -> str:
-    """text[start:end] with every nested {...} blanked to spaces (offsets kept): a `{` and
-    what follows it while inside braces become spaces, newlines and `}` stay."""
+    """text[start:end] with every nested {...} blanked to spaces (offsets kept): inside
+    braces, everything but newlines and `}` becomes a space, the opening `{` included."""
     segment = text[start:end]
     out: list[str] = []
     depth = 0
-    at = 0
+    at = 0  # where the text not yet copied starts
     for m in BRACES.finditer(segment):
         i = m.start()
-        chunk = segment[at:i]
-        out.append(NOT_NEWLINE.sub(" ", chunk) if depth > 0 else chunk)
         if segment[i] == "{":
             depth += 1
-            out.append(" " if depth > 0 else "{")
+            if depth == 1:  # a nested region starts here
+                out.append(segment[at:i])
+                at = i
         else:
             depth -= 1
-            out.append("}")
-        at = i + 1
-    tail = segment[at:]
-    out.append(NOT_NEWLINE.sub(" ", tail) if depth > 0 else tail)
+            if depth == 0:  # and ends here, before this `}`
+                out.append(NESTED.sub(" ", segment[at:i]))
+                at = i
+    out.append(NESTED.sub(" ", segment[at:]) if depth > 0 else segment[at:])
     return "".join(out)
