@@ -9,6 +9,9 @@ import pytest
 from lsprotocol import types as lsp
 
 from kls.lsp import documents
+from kls.sandbox import workers
+from kls.template import model as model_module
+from kls.template.model import parse_template
 from tests.unit.harness import Harness
 
 
@@ -220,3 +223,50 @@ async def test_config_lookup_is_remembered_until_configs_are_forgotten(
     server.forget_configs()  # kls.toml or a setting changed: look again
     assert server.config_path(path) == workspace / "kls.toml"
     assert walks == [path, path]
+
+
+async def test_data_edits_then_code_edits_publish_what_a_fresh_check_does(
+    lsp_harness: Harness, workspace: Path
+) -> None:
+    """Edits of template data reuse the compiled code, the parse and the rendered text's
+    syntax tree; each publish is still what a fresh server says about that text, and the
+    preview is that text's render."""
+    path = workspace / "cutlass3x_gemm.cu.jinja"
+    good = path.read_text()
+    broken = good.replace("{{kernel.check_not_null(X)}}", "{{kernel.check_not_null(Z)}}")
+    no_semicolon = good.replace("    CUTLASS_CHECK(status);", "    CUTLASS_CHECK(status)", 1)
+    texts = [
+        broken,
+        broken.replace("// Otherwise, computes", "// Otherwise, it computes"),  # data only
+        good,  # Jinja code
+        good.replace("// Otherwise, computes", "// Otherwise; computes {"),  # data only
+        no_semicolon,  # data only, and the rendered CUDA no longer parses
+        no_semicolon.replace("{{instance_definition}}", "{{ instance_definition }}"),
+        good.replace("// When workspace_size", "// If workspace_size"),
+    ]
+    uri = lsp_harness.open(path.as_uri(), texts[0])
+    seen = [await lsp_harness.wait_diagnostics(uri, 1)]
+    previews = [(await lsp_harness.request("kls/preview", {"uri": uri}))["text"]]
+    for version, text in enumerate(texts[1:], start=2):
+        lsp_harness.change(uri, version, text)
+        seen.append(await lsp_harness.wait_diagnostics(uri, version))
+        previews.append((await lsp_harness.request("kls/preview", {"uri": uri}))["text"])
+    shared = workers._SHARED
+    for text, diagnostics, preview in zip(texts, seen, previews, strict=True):
+        # A fresh server with nothing cached: its own render worker, no parsed models.
+        parse_template.cache_clear()
+        model_module._PARSES.clear()
+        workers._SHARED = workers.RenderWorkers(keep=1)
+        fresh = Harness()
+        await fresh.initialize("lsp-3.18")
+        try:
+            other = fresh.open(path.as_uri(), text)
+            assert diagnostics == await fresh.wait_diagnostics(other, 1)
+            assert preview == (await fresh.request("kls/preview", {"uri": other}))["text"]
+        finally:
+            await fresh.close()
+            workers._SHARED.close()
+            workers._SHARED = shared
+    assert "KT102" in codes(seen[0]) and codes(seen[2]) == []
+    assert codes(seen[4]) == ["KT501"] == codes(seen[5])
+    assert codes(seen[-1]) == []
