@@ -15,6 +15,11 @@ from typing import Any
 ATTRIBUTE_MACROS = re.compile(
     r"(?<!#define )\b(PT_EXPORT|CUTLASS_HOST_DEVICE|CUTLASS_DEVICE|CUTLASS_GLOBAL)\b"
 )
+# The same names found fast (a pattern that starts with its literals, not a lookbehind or \b,
+# lets the regex engine scan for them: 0.19 -> ~0.05 ms on a rendered CUTLASS instance); the
+# word start and the `#define ` before are checked on each match (`blank_attribute_macros`).
+_MACRO_NAMES = re.compile(r"(?:PT_EXPORT|CUTLASS_HOST_DEVICE|CUTLASS_DEVICE|CUTLASS_GLOBAL)\b")
+_WORD_CHAR = re.compile(r"\w")
 # Rendered text up to this size is parsed in the render worker; a larger one (up to the
 # render's output bound) in the checking process, outside the render's deadline.
 WORKER_PARSE_MAX_CHARS = 1024 * 1024
@@ -44,7 +49,7 @@ def error_nodes(text: str, key: str | None = None) -> list[ErrorNode]:
     incremental parse: the edit is the changed middle between a common prefix and suffix);
     only a clean result is taken from it, and any error is looked for by a fresh parse, so
     the errors are exactly a fresh parse's."""
-    blanked = ATTRIBUTE_MACROS.sub(lambda m: " " * len(m.group(0)), text).encode("utf-8")
+    blanked = blank_attribute_macros(text).encode("utf-8")
     parser = _parser()
     tree = _reparse(parser, key, blanked) if key is not None else None
     if tree is None:
@@ -57,6 +62,25 @@ def error_nodes(text: str, key: str | None = None) -> list[ErrorNode]:
     if not tree.root_node.has_error:
         return []
     return [(n.start_point[0], n.type, n.is_missing) for n in _errors(tree.root_node)]
+
+
+def blank_attribute_macros(text: str) -> str:
+    """`ATTRIBUTE_MACROS.sub` with spaces of the same length (the same matches)."""
+    out: list[str] = []
+    at = 0
+    for m in _MACRO_NAMES.finditer(text):
+        start = m.start()
+        if start > 0 and _WORD_CHAR.match(text, start - 1) is not None:
+            continue  # no word start (`\b`)
+        if text.endswith("#define ", 0, start):
+            continue
+        out.append(text[at:start])
+        out.append(" " * (m.end() - start))
+        at = m.end()
+    if not out:
+        return text
+    out.append(text[at:])
+    return "".join(out)
 
 
 def _reparse(parser: Any, key: str, new: bytes) -> Any:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from kls.checks.rendered import Models
 from kls.checks.syntax import syntax_findings
-from kls.cuda_syntax import error_nodes
+from kls.cuda_syntax import ATTRIBUTE_MACROS, blank_attribute_macros, error_nodes
 from kls.instances import load_instances
 from kls.render import render
 from kls.sandbox.workers import render_isolated
@@ -49,3 +49,19 @@ def test_worker_parse_gives_the_servers_findings() -> None:
     found = syntax_findings(result, models)
     assert [f.code for f in found] == ["KT501"]
     assert found == syntax_findings(replace(result, syntax_errors=None), models)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            ["PT_EXPORT", "CUTLASS_DEVICE", "CUTLASS_HOST_DEVICE", "CUTLASS_GLOBAL", "#define "]
+            + ["#define", " ", "\n", "x", "_", "é", "(", "CUTLASS_", "HOST_DEVICE"]
+        ),
+        max_size=10,
+    )
+)
+def test_attribute_macros_are_blanked_as_the_plain_pattern_blanks_them(parts: list[str]) -> None:
+    text = "".join(parts)
+    expected = ATTRIBUTE_MACROS.sub(lambda m: " " * len(m.group(0)), text)
+    assert blank_attribute_macros(text) == expected
