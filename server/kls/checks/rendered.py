@@ -361,10 +361,16 @@ COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.DOT
 
 def _blank_comments(text: str) -> str:
     """Comments and string literals as spaces (offsets and newlines kept)."""
-    return COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+    return COMMENT_OR_STRING.sub(_spaces, text)
+
+
+def _spaces(m: re.Match[str]) -> str:
+    found = m.group()
+    return NOT_NEWLINE.sub(" ", found) if "\n" in found else " " * len(found)
 
 
 NESTED = re.compile(r"[^\n}]")  # what blanking a nested region replaces
+NOT_NEWLINE = re.compile(r"[^\n]")
 
 
 def _outermost(text: str, start: int, end: int) -> str:
