@@ -1,6 +1,8 @@
 #!/bin/bash
 # The tune suite on a lent H200, in two calls of at most 10 minutes that must follow each other
-# while the machine is still warm (the compile cache of the first serves the second):
+# while the machine is still warm (the compile cache of the first serves the second; it lives
+# under .kls/, which .gitignore names: the device tool keeps only ignored outputs between calls,
+# and a cache in a folder ignored only by .git/info/exclude was wiped between two calls):
 #   build: `kls tune --build-only` (16 nvcc at a time) and, beside it, Inductor's max-autotune of
 #          the same shapes (compiled while the builds run, timed against cuBLAS once they end);
 #   tune:  the whole `kls tune` (every build a cache hit): stage 1, stage 2, cuBLAS in the run.
@@ -11,7 +13,7 @@ out=${OUT:-/tmp/out}
 mkdir -p "$out"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/server KLS_CACHE_DIR=$PWD/.kls-cache PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD/server KLS_CACHE_DIR=$PWD/.kls/cache PYTHONUNBUFFERED=1
 tmpl=templates/inductor/gemm_cutlass3x.cu.jinja
 inst=torch211_sm90_bf16_4096
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader

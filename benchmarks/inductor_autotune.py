@@ -9,7 +9,7 @@ each, the median of the samples. The answer is written after every shape (--out)
 stopped by a time limit keeps what it measured.
 
     python3 benchmarks/inductor_autotune.py --config templates/kls.toml \
-        --instance torch211_sm90_bf16_4096 --out results.json [--compile-only-then FILE]
+        --instance torch211_sm90_bf16_4096 --out results.json [--wait-for FILE]
 
 `--wait-for FILE`: compile every shape first, then wait until FILE exists before timing (so
 the timing does not share the CPUs with builds started beside it).
@@ -39,13 +39,12 @@ def shapes_of(args: argparse.Namespace) -> list[tuple[int, int, int]]:
 
 
 def choice_of(code: str) -> str:
-    """What the generated wrapper calls for the product: ATen's mm or a Triton template."""
+    """What the generated wrapper calls for the product: ATen's mm or a Triton template (its
+    block sizes are in Inductor's autotune log, which this run prints)."""
     if "extern_kernels.mm" in code:
         return "aten mm (cuBLAS)"
     m = re.search(r"(triton_\w*mm\w*)", code)
-    meta = re.findall(r"(BLOCK_[MNK]\w*|num_stages|num_warps|GROUP_M)\D{1,4}(\d+)", code)
-    cfg = ", ".join(f"{k}={v}" for k, v in dict(meta).items())
-    return f"triton {m.group(1) if m else 'template'}" + (f" ({cfg})" if cfg else "")
+    return f"triton {m.group(1) if m else 'template'}"
 
 
 def time_interleaved(fns: dict[str, Any], samples: int) -> dict[str, dict[str, float]]:

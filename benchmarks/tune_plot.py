@@ -1,8 +1,10 @@
 """Rebuild the plot and the table of a `kls tune` run whose cuBLAS baseline came from a
-separate run (benchmarks/tune_cublas.py), comparing like with like: the stage-1 best of each
-shape against cuBLAS timed with the stage-1 settings (the lower of its two runs).
+separate run, comparing the stage-1 best of each shape against cuBLAS: from
+benchmarks/tune_cublas.py (timed with the stage-1 settings, the lower of its two runs) or from
+benchmarks/inductor_autotune.py (its cuBLAS column), and print Inductor's own choice beside it
+when the second file is the latter.
 
-    python benchmarks/tune_plot.py results.json cublas.json --svg out.svg
+    python benchmarks/tune_plot.py results.json cublas.json|inductor.json --svg out.svg
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from kls.tune.results import Baseline, BuildRecord, Measurement, ShapeBest, Tune
 
 def load(results: Path, cublas: Path) -> TuneResult:
     data: dict[str, Any] = json.loads(results.read_text())
-    rows = json.loads(cublas.read_text())["rows"]
+    rows = cublas_rows(json.loads(cublas.read_text()))
     r = TuneResult(
         data["instance"], data["template"], data["config"], data["executor"],
         data["timestamp"], data["shapes"], device=data["device"],
@@ -45,6 +47,23 @@ def load(results: Path, cublas: Path) -> TuneResult:
     return r
 
 
+def cublas_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """tune_cublas.py's rows, or inductor_autotune.py's cuBLAS medians in that form."""
+    if "rows" in data:
+        rows: list[dict[str, Any]] = data["rows"]
+        return rows
+    return [
+        {
+            "shape": shape,
+            "timing_of": "stage1",
+            "ok": True,
+            "timing": {"median": row["cublas"]["median_ms"]},
+        }
+        for shape, row in data["shapes"].items()
+        if "cublas" in row
+    ]
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("results", type=Path)
@@ -52,6 +71,8 @@ def main() -> None:
     p.add_argument("--svg", type=Path, required=True)
     args = p.parse_args()
     r = load(args.results, args.cublas)
+    other = json.loads(args.cublas.read_text())
+    inductor = other.get("shapes", {}) if "rows" not in other else {}
     args.svg.write_text(svg(r))
     ops = {b.unit: b for b in r.builds}
     current = {m.shape: m for m in r.measurements if ops[m.unit].current and m.ok}
@@ -65,9 +86,17 @@ def main() -> None:
             f"| {b.shape} | {op.tile}, {op.family} | {b.median_ms * 1e3:.1f} µs "
             f"({(b.spread or 0) * 100:.1f} %) | {flops(b.shape) / b.median_ms / 1e9:.0f} | "
             f"{b.cublas_ms * 1e3:.1f} µs | {flops(b.shape) / b.cublas_ms / 1e9:.0f} | "
-            f"**{b.vs_cublas:.3f}** | {b.cublas_ms / cur:.3f} |"
+            f"**{b.vs_cublas:.3f}** | {b.cublas_ms / cur:.3f} |" + _inductor(inductor, b)
         )
     print("geomean", math.exp(sum(map(math.log, ratios)) / len(ratios)))
+
+
+def _inductor(inductor: dict[str, Any], b: ShapeBest) -> str:
+    row = inductor.get(b.shape)
+    if not row or "inductor" not in row or not b.median_ms:
+        return ""
+    t = row["inductor"]["median_ms"]
+    return f" {row['choice']} | {t * 1e3:.1f} µs | {t / b.median_ms:.3f} |"
 
 
 if __name__ == "__main__":
