@@ -5,7 +5,8 @@
 # and a cache in a folder ignored only by .git/info/exclude was wiped between two calls):
 #   build: `kls tune --build-only` (16 nvcc at a time) and, beside it, Inductor's max-autotune of
 #          the same shapes (compiled while the builds run, timed against cuBLAS once they end);
-#   tune:  the whole `kls tune` (every build a cache hit): stage 1, stage 2, cuBLAS in the run.
+#   tune:  the whole `kls tune --resume` (every build a cache hit): stage 1, stage 2, cuBLAS in
+#          the run; run it again, still warm, if the time limit stopped it: it goes on from there.
 # Usage (repo root, nvidia-cutlass wheel in .whl/): bash benchmarks/h200_tune_suite.sh build|tune
 set -u
 step=$1
@@ -33,7 +34,7 @@ print("builds", len(b), "ok", sum(1 for x in b if x["ok"]), "failed",
       [(x["tile"], x["family"], x["error"][:80]) for x in b if x["ok"] is False][:12])
 PY
 else
-  timeout -s INT 570 python3 -m kls.cli tune $tmpl -i $inst --json >"$out/tune.json" \
+  timeout -s INT 570 python3 -m kls.cli tune $tmpl -i $inst --json --resume >"$out/tune.json" \
     2>"$out/tune.log"
   echo "exit $?"
   tail -5 "$out/tune.log"

@@ -4,6 +4,7 @@ CI check: real builds as Ray tasks with --build-only on a CPU-only machine."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -235,3 +236,55 @@ def test_build_only_on_ray_from_the_cli(project: Path, tmp_path: Path) -> None:
     assert any("Ray at a local cluster" in n for n in data["notes"])
     assert all(Path(b["library"]).is_file() for b in data["builds"])
     assert "Traceback" not in proc.stderr
+
+
+def test_resume_reuses_what_the_last_run_measured(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run stopped by a time limit, then `--resume`: nothing measured is timed again, and a
+    changed instance measures everything afresh."""
+    _fake_builds(monkeypatch, tmp_path)
+    _small_space(project / "kls.toml", 'op_filter = { contains = ["x64_1x2x1"] }')
+    spec = spec_of(project / "kls.toml", SM90)
+    log = tmp_path / "requests.log"
+    monkeypatch.setenv("KLS_FAKE_LOG", str(log))
+    first = Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)).run()
+    Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)).checkpoint(first)
+    asked = log.read_text().splitlines()
+    assert len(asked) == len(first.measurements) + 2 * len(first.baselines)
+
+    log.write_text("")
+    again = Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1, resume=True)).run()
+    assert log.read_text() == ""  # every measurement and every cuBLAS run was reused
+    assert [(m.unit, m.shape, m.vars, m.stage, m.median_ms) for m in again.measurements] == [
+        (m.unit, m.shape, m.vars, m.stage, m.median_ms) for m in first.measurements
+    ]
+    assert again.winner is not None and first.winner is not None
+    assert again.winner.unit == first.winner.unit
+    assert any(f"{len(first.measurements)} measurement(s) taken" in n for n in again.notes)
+
+    # Half a run: only stage 1 of the first two units was kept; the rest is measured.
+    half = dataclasses.replace(first)
+    kept = {b.unit for b in first.builds[:2]}
+    half.measurements = [m for m in first.measurements if m.stage == 1 and m.unit in kept]
+    half.baselines = []
+    Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)).checkpoint(half)
+    log.write_text("")
+    Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1, resume=True)).run()
+    timed = log.read_text().splitlines()
+    again_stage1 = [m for m in first.measurements if m.stage == 1 and m.unit not in kept]
+    stage2 = [m for m in first.measurements if m.stage == 2]
+    assert len(timed) == len(again_stage1) + len(stage2) + 2 * 12
+    assert sum(1 for t in timed if t.startswith("cublas@")) == 2 * 12
+
+    # Another instance text: nothing is reused, and the note says why.
+    config = project / "kls.toml"
+    config.write_text(
+        config.read_text().replace("vars = { swizzle = 8 }", "vars = { swizzle = 4 }", 1)
+    )
+    log.write_text("")
+    other = Tuner(
+        spec_of(config, SM90), TuneOptions(limit=3, worker=FAKE_WORKER, slots=1, resume=True)
+    ).run()
+    assert len(log.read_text().splitlines()) == len(other.measurements) + 2 * len(other.baselines)
+    assert any("not reused" in n for n in other.notes)

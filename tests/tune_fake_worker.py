@@ -13,8 +13,12 @@ def main() -> int:
     shapes = {k: v["tensors"] for k, v in setup["shapes"].items()}
     print(json.dumps({"ready": True, "device": {"name": "Fake GPU"}, "l2_flush_bytes": 1}))
     sys.stdout.flush()
+    log = os.environ.get("KLS_FAKE_LOG")
     for line in sys.stdin:
         req = json.loads(line)
+        if log:
+            with open(log, "a") as f:
+                f.write(req["id"] + "\n")
         m, n, k = (int(v) for v in req["shape"].split("x"))
         if req["kind"] == "baseline":
             ms = 2 * m * n * k / 600e12 * 1e3

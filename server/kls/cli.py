@@ -157,6 +157,11 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--json", action="store_true", help="machine-readable output")
     tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
     tune.add_argument(
+        "--resume",
+        action="store_true",
+        help="reuse what the last run measured the same way (after a time limit or Ctrl-C)",
+    )
+    tune.add_argument(
         "--jobs",
         type=_bounded(int, 1, 1024),
         metavar="N",

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
         ray_address=args.ray_address,
         slots=args.jobs,
         compile=CompileOptions(mode="build", nvcc=args.nvcc),
+        resume=args.resume,
     )
     line = ProgressLine(sys.stderr)
     tuner = Tuner(spec, options, line)

@@ -59,6 +59,7 @@ from kls.tune.results import (
     geomean,
     shape_key,
 )
+from kls.tune.resume import Prior, key_of, load_prior
 from kls.tune.space import TuneSpace, load_space, runtime_variables
 
 RENDER_SECONDS = 120.0  # a fresh render process first generates the CUTLASS op list
@@ -96,6 +97,7 @@ class TuneOptions:
     stage2_per_shape: int = STAGE2_PER_SHAPE
     stage2_ops: int = STAGE2_OPS
     worker: list[str] | None = None  # another GPU worker command (tests use stand-ins)
+    resume: bool = False  # reuse the last run's measurements (kls.tune.resume)
     seed: int = 0
     timeout_s: float = 120.0  # per GPU request
 
@@ -224,6 +226,10 @@ class Tuner:
             except BaseException:
                 self._done = True
                 raise
+            if self.options.resume:
+                self.prior, note = load_prior(self.folder / "results.json", result, gpu.device)
+                if note:
+                    result.notes.append(note)
             stage1 = _Stage1(self, gpu, plans, keys, cs, result)
             self.progress.timed_total = len(units) * len(keys)
         try:
@@ -235,6 +241,11 @@ class Tuner:
         finally:
             if stage1 is not None:
                 stage1.stop()
+            if self.prior is not None:
+                result.notes.append(
+                    f"--resume: {self.prior.used} measurement(s) taken from the run of "
+                    f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(self.prior.timestamp))}"
+                )
             self._done = True
             if gpu is not None:
                 result.device = gpu.device
@@ -244,6 +255,7 @@ class Tuner:
 
     _done = False
     _session: GpuSession | None = None
+    prior: Prior | None = None
 
     def _watch_gpu(self) -> None:
         """A cancel kills the GPU worker at once (its setup or a request in flight may
@@ -449,6 +461,13 @@ class Tuner:
         for key in keys:
             if self.cancel.is_set():
                 return
+            reused = self._reused_baseline(key, chosen, combos)
+            if reused is not None:
+                self._stage2_shape(gpu, stage1, by_id, chosen, combos, key, result)
+                result.baselines.append(reused)
+                self._tick(True)
+                self._tick(True)
+                continue
             runs: list[float] = []
             base = Baseline(key, False)
             for attempt in ("before", "after"):
@@ -477,6 +496,17 @@ class Tuner:
                 base.median_ms = min(runs)  # the faster cuBLAS run: the harder bar
             result.baselines.append(base)
         self._judge(result, chosen, combos, keys, current)
+
+    def _reused_baseline(
+        self, key: str, chosen: list[str], combos: list[dict[str, Any]]
+    ) -> Baseline | None:
+        """The last run's cuBLAS for this shape, when every stage-2 measurement of the shape
+        comes from that run too (kls.tune.resume)."""
+        prior = self.prior
+        if prior is None or key not in prior.baselines:
+            return None
+        wanted = [key_of(uid, key, combo, 2) for uid in chosen for combo in combos]
+        return prior.baselines[key] if all(k in prior.measurements for k in wanted) else None
 
     def _stage2_shape(
         self,
@@ -698,6 +728,10 @@ class _Stage1:
     def measure(
         self, unit: BuildUnit, key: str, combo: dict[str, Any], stage: int, timing: Timing
     ) -> Measurement:
+        prior = self.tuner.prior
+        reused = prior.take(unit.id, key, combo, stage) if prior is not None else None
+        if reused is not None:
+            return dataclasses.replace(reused)
         record = self.records[unit.id]
         swap = self._swap(unit)
         plan = self.plans.get((key, swap)) or next(
