@@ -12,7 +12,11 @@ every render that executes template code runs here, in a process of its own
   worker, never in the editor; a worker that hit a limit is replaced, not reused;
 - an elastic pool: idle workers are reused (their compiled-template and op caches stay warm);
   when all are busy a new one starts (~0.2 s), up to a cap, so a few pathological documents
-  never hold up the others.
+  never hold up the others; after a render, a spare is started while fewer than `keep`
+  exist, so two overlapping renders do not wait for a start.
+
+The language server sends its interactive render with `start` (from the checking thread,
+which then parses the template while the worker renders) and takes the answer later.
 """
 
 from __future__ import annotations
