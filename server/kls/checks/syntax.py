@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from kls.checks.rendered import Models, finding_at_origin
 from kls.cuda_syntax import error_nodes
 from kls.findings import Finding
@@ -16,7 +18,11 @@ def syntax_findings(result: RenderResult, models: Models) -> list[Finding]:
     # The render worker parsed it already (kls.sandbox.child), unless the text was large.
     nodes = result.syntax_errors
     if nodes is None:
-        nodes = error_nodes(result.text)
+        try:
+            nodes = error_nodes(result.text)
+        except (ImportError, OSError) as exc:
+            _say_parser_missing(exc)
+            return []
     if not nodes:
         return []
     out: list[Finding] = []
@@ -35,3 +41,17 @@ def syntax_findings(result: RenderResult, models: Models) -> list[Finding]:
         if len(out) >= MAX_SYNTAX_FINDINGS:
             break
     return out
+
+
+_SAID: list[str] = []
+
+
+def _say_parser_missing(exc: Exception) -> None:
+    """tree-sitter-cuda is a dependency of kls; a broken install turns KT501 off, once said."""
+    if not _SAID:
+        _SAID.append(str(exc))
+        print(
+            f"kls: the rendered-CUDA syntax check (KT501) is off: tree-sitter-cuda cannot be "
+            f"loaded ({exc}); reinstall kls (pip install --force-reinstall kls)",
+            file=sys.stderr,
+        )

@@ -71,7 +71,9 @@ def parse_rendered(result: RenderResult) -> None:
     try:
         instance = result.instance
         result.syntax_errors = error_nodes(result.text, f"{instance.config_path}\0{instance.name}")
-    except MemoryError:
+    except (MemoryError, ImportError, OSError):
+        # Out of memory, or tree-sitter-cuda not importable: the server's check decides
+        # (kls.checks.syntax); the worker must never die of it.
         result.syntax_errors = None
 
 
