@@ -206,6 +206,12 @@ class RenderWorkers:
         with contextlib.suppress(subprocess.TimeoutExpired):
             worker.process.wait(timeout=1)
         code = worker.process.returncode
+        if code is not None and code > 0:  # a Python error in kls itself, not a limit
+            return (
+                f"the render process stopped with an error (exit code {code}): a broken kls "
+                "install or a kls bug, not the template (`python -m kls.sandbox.child` must "
+                "import: reinstall kls and its dependencies in this interpreter)"
+            )
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         return (
             f"the render process died ({how}); a template that needs more than "

@@ -1,6 +1,7 @@
-"""A broken tree-sitter install turns KT501 off with one message; no render worker dies of it
-(on a machine without tree-sitter-cuda, every render's worker crashed and the user was told
-the template needed too much memory)."""
+"""A broken install is said to be one: without tree-sitter-cuda, KT501 is off with one message
+and no render worker dies of it (on such a machine every render's worker crashed and the user
+was told the template needed too much memory); a worker that cannot start is not blamed on the
+template."""
 
 from __future__ import annotations
 
@@ -35,3 +36,24 @@ def test_missing_parser_is_one_message_and_no_kt501(
     assert syntax.syntax_findings(result, {}) == []
     err = capsys.readouterr().err
     assert err.count("KT501") == 1 and "tree-sitter-cuda cannot be loaded" in err
+
+
+def test_a_worker_that_fails_to_start_is_not_blamed_on_the_template(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kls.sandbox.workers import RenderWorkers
+
+    # A worker whose interpreter cannot import kls (a broken install) exits with code 1.
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("PYTHONNOUSERSITE", "1")
+    broken = tmp_path / "kls"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('broken install')\n")
+    workers = RenderWorkers(keep=1)
+    try:
+        spec = next(iter(load_instances(ROOT / "templates" / "kls.toml").instances.values()))
+        result = workers.render(spec)
+    finally:
+        workers.close()
+    [finding] = result.findings
+    assert "broken kls install" in finding.message and "MB" not in finding.message
