@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -42,18 +43,25 @@ _LAST: dict[str, tuple[bytes, Any]] = {}
 _LAST_KEEP = 16
 
 
-def error_nodes(text: str, key: str | None = None) -> list[ErrorNode]:
+class ParseTimeout(Exception):
+    """The parse passed its deadline (tree-sitter is slower than linear on some texts)."""
+
+
+def error_nodes(
+    text: str, key: str | None = None, deadline: float | None = None
+) -> list[ErrorNode]:
     """Every error or missing node of `text`'s parse, outermost first, in tree order.
 
     With `key`, the parse reuses the tree of the key's previous text (tree-sitter's
     incremental parse: the edit is the changed middle between a common prefix and suffix);
     only a clean result is taken from it, and any error is looked for by a fresh parse, so
-    the errors are exactly a fresh parse's."""
+    the errors are exactly a fresh parse's. With `deadline` (time.monotonic()), a parse
+    still running then stops with ParseTimeout."""
     blanked = blank_attribute_macros(text).encode("utf-8")
     parser = _parser()
-    tree = _reparse(parser, key, blanked) if key is not None else None
+    tree = _reparse(parser, key, blanked, deadline) if key is not None else None
     if tree is None:
-        tree = parser.parse(blanked)
+        tree = _parse(parser, blanked, None, deadline)
     if key is not None:
         _LAST.pop(key, None)
         while len(_LAST) >= _LAST_KEEP:
@@ -83,7 +91,25 @@ def blank_attribute_macros(text: str) -> str:
     return "".join(out)
 
 
-def _reparse(parser: Any, key: str, new: bytes) -> Any:
+def _parse(parser: Any, data: bytes, old: Any, deadline: float | None) -> Any:
+    with_old = () if old is None else (old,)
+    if deadline is None:
+        return parser.parse(data, *with_old)
+
+    def past_deadline(*_: Any) -> bool:
+        return time.monotonic() > deadline
+
+    # tree-sitter calls progress_callback only when it reads the text through a callback.
+    try:
+        return parser.parse(
+            lambda at, _point: data[at : at + 65536], *with_old, progress_callback=past_deadline
+        )
+    except ValueError as exc:  # what a halted parse raises
+        parser.reset()  # else the next parse would resume this one, not parse its own text
+        raise ParseTimeout(str(exc)) from None
+
+
+def _reparse(parser: Any, key: str, new: bytes, deadline: float | None = None) -> Any:
     """An incremental parse of `new` from the key's last tree, if clean; else None."""
     last = _LAST.get(key)
     if last is None:
@@ -99,7 +125,7 @@ def _reparse(parser: Any, key: str, new: bytes) -> Any:
     tree.edit(
         start, old_end, new_end, _point(old, start), _point(old, old_end), _point(new, new_end)
     )
-    fresh = parser.parse(new, tree)
+    fresh = _parse(parser, new, tree, deadline)
     return None if fresh.root_node.has_error else fresh
 
 
@@ -119,11 +145,13 @@ def _point(data: bytes, offset: int) -> tuple[int, int]:
     return data.count(b"\n", 0, offset), offset - (data.rfind(b"\n", 0, offset) + 1)
 
 
-def _errors(node: Any) -> Iterator[Any]:
-    if node.is_error or node.is_missing:
-        yield node
-        return
-    if not node.has_error:
-        return
-    for child in node.children:
-        yield from _errors(child)
+def _errors(root: Any) -> Iterator[Any]:
+    """Error and missing nodes, outermost first, in tree order: a walk with its own stack
+    (rendered CUDA can nest deeper than Python's recursion limit)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if node.is_error or node.is_missing:
+            yield node
+        elif node.has_error:
+            stack.extend(reversed(node.children))

@@ -13,6 +13,7 @@ import pickle
 import resource
 import signal
 import sys
+import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,10 @@ from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
 from kls.render import LimitExceeded, Limits, RenderResult, render
 from kls.runtime.record import RuntimeFinding, Site
+
+# The longest the worker parses a rendered text for KT501 (a clean parse of a CUTLASS
+# instance takes ~1 ms; tree-sitter needs seconds for some pathological texts).
+PARSE_SECONDS = 0.5
 
 
 def time_message(limits: Limits) -> str:
@@ -62,18 +67,20 @@ def render_bounded(
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def parse_rendered(result: RenderResult) -> None:
+def parse_rendered(result: RenderResult, seconds: float = PARSE_SECONDS) -> None:
     """tree-sitter's parse of the rendered CUDA (KT501), here while the server runs the
-    template's own checks; a large text is left to the server (outside the render's
-    deadline)."""
-    if result.text is None or len(result.text) > WORKER_PARSE_MAX_CHARS:
+    template's own checks. A large text, a parse that takes more than `seconds` (tree-sitter
+    is slower than linear on some texts) or any failure of the parser leaves it to the
+    server, outside the render's deadline: the worker never dies of the parse, and a slow
+    parse is not a slow render."""
+    if result.text is None or len(result.text) > WORKER_PARSE_MAX_CHARS or seconds <= 0:
         return
+    instance = result.instance
     try:
-        instance = result.instance
-        result.syntax_errors = error_nodes(result.text, f"{instance.config_path}\0{instance.name}")
-    except (MemoryError, ImportError, OSError):
-        # Out of memory, or tree-sitter-cuda not importable: the server's check decides
-        # (kls.checks.syntax); the worker must never die of it.
+        result.syntax_errors = error_nodes(
+            result.text, f"{instance.config_path}\0{instance.name}", time.monotonic() + seconds
+        )
+    except Exception:
         result.syntax_errors = None
 
 
@@ -110,10 +117,12 @@ def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
             instance, overrides, limits = requests.recv()
         except (EOFError, OSError):
             return
+        started = time.monotonic()
         result = render_bounded(instance, overrides, limits)
         spent = any(f.code == "KT104" for f in result.findings)
-        if not spent:
-            parse_rendered(result)
+        if not spent:  # the parse never takes the render past its deadline
+            left = limits.seconds - (time.monotonic() - started)
+            parse_rendered(result, min(PARSE_SECONDS, left))
         try:
             answers.send_bytes(portable(result, spent))  # the parent's recv() unpickles it
         except (OSError, MemoryError):

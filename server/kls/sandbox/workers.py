@@ -64,6 +64,7 @@ class _Worker:
     """One `python -m kls.sandbox.child` process and its two pipes."""
 
     def __init__(self, memory_mb: int) -> None:
+        self.memory_mb = memory_mb
         self.process = subprocess.Popen(
             [sys.executable, "-m", "kls.sandbox.child", str(memory_mb)],
             stdin=subprocess.PIPE,
@@ -242,7 +243,12 @@ class RenderWorkers:
             worker = _Worker(self.limits.memory_mb)
         with self._cond:
             self._starting = False
-            if worker is not None and not self._closed and len(self._idle) < self.keep:
+            if (
+                worker is not None
+                and not self._closed
+                and len(self._idle) < self.keep
+                and worker.memory_mb == self.limits.memory_mb  # not started before set_limits
+            ):
                 self._idle.insert(0, worker)  # behind the warm ones: renders pop from the end
                 worker = None
                 self._cond.notify()
