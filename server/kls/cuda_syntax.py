@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -29,12 +30,26 @@ WORKER_PARSE_MAX_CHARS = 1024 * 1024
 ErrorNode = tuple[int, str, bool]
 
 
-@functools.lru_cache(maxsize=1)
+_THREAD = threading.local()
+
+
 def _parser() -> Any:
+    """This thread's parser: a tree-sitter Parser must not parse in two threads at once (the
+    server checks documents in a pool of threads)."""
+    parser = getattr(_THREAD, "parser", None)
+    if parser is None:
+        import tree_sitter
+
+        parser = _THREAD.parser = tree_sitter.Parser(_language())
+    return parser
+
+
+@functools.lru_cache(maxsize=1)
+def _language() -> Any:
     import tree_sitter
     import tree_sitter_cuda
 
-    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+    return tree_sitter.Language(tree_sitter_cuda.language())
 
 
 # The last parse of each key (an instance, in a render worker): text and tree, for an

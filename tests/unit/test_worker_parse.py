@@ -84,3 +84,16 @@ def test_a_spare_started_before_new_limits_is_not_kept(monkeypatch: pytest.Monke
         assert not pool._idle
     finally:
         pool.close()
+
+
+def test_each_thread_parses_with_its_own_parser() -> None:
+    import threading
+
+    import kls.cuda_syntax as cuda_syntax
+
+    seen: list[object] = []
+    thread = threading.Thread(target=lambda: seen.append(cuda_syntax._parser()))
+    thread.start()
+    thread.join()
+    assert seen[0] is not cuda_syntax._parser()
+    assert cuda_syntax._parser() is cuda_syntax._parser()
