@@ -10,8 +10,10 @@ import functools
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
+
+from kls.text_edit import changed_middle
 
 # Attribute-like macros tree-sitter cannot expand; blanked to spaces so columns stay put.
 ATTRIBUTE_MACROS = re.compile(
@@ -132,28 +134,12 @@ def _reparse(parser: Any, key: str, new: bytes, deadline: float | None = None) -
     old, tree = last
     if old == new:
         return None if tree.root_node.has_error else tree
-    limit = min(len(old), len(new))
-    start = _common(lambda n: old[:n] == new[:n], limit)
-    # The common suffix, not overlapping the prefix.
-    end = _common(lambda n: old[len(old) - n :] == new[len(new) - n :], limit - start)
-    old_end, new_end = len(old) - end, len(new) - end
+    start, old_end, new_end = changed_middle(old, new)
     tree.edit(
         start, old_end, new_end, _point(old, start), _point(old, old_end), _point(new, new_end)
     )
     fresh = _parse(parser, new, tree, deadline)
     return None if fresh.root_node.has_error else fresh
-
-
-def _common(same: Callable[[int], bool], limit: int) -> int:
-    """The largest n <= limit with same(n) (same is monotone: true up to some n)."""
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if same(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def _point(data: bytes, offset: int) -> tuple[int, int]:

@@ -24,7 +24,6 @@ expression emits exactly that string, its lines map into the sub-template (`subs
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from io import StringIO
 from types import CodeType
@@ -37,6 +36,8 @@ from jinja2.lexer import TOKEN_DATA, TokenStream
 from jinja2.parser import Parser
 from jinja2.utils import concat
 from markupsafe import Markup
+
+from kls.text_edit import changed_middle
 
 DATA, EXPR = 0, 1  # the kind of a write (see module docstring)
 Where = tuple[str, int, int]  # (path, 0-based template line, kind)
@@ -376,10 +377,7 @@ def _edited_shape(old: str, shape: Shape, new: str, lexer: Any) -> Shape | None:
         return shape
     if shape.spans is None:
         return None
-    limit = min(len(old), len(new))
-    start = _common(lambda n: old[:n] == new[:n], limit)
-    end = _common(lambda n: old[len(old) - n :] == new[len(new) - n :], limit - start)
-    old_end, new_end = len(old) - end, len(new) - end
+    start, old_end, new_end = changed_middle(old, new)
     if not _TAG_CHARS.isdisjoint(old[start:old_end]) or not _TAG_CHARS.isdisjoint(
         new[start:new_end]
     ):
@@ -403,18 +401,6 @@ def _edited_shape(old: str, shape: Shape, new: str, lexer: Any) -> Shape | None:
     spans.append((first, last + delta))
     spans.extend((a + delta, b + delta) for a, b in shape.spans[slot + 1 :])
     return Shape(shape.key, tuple(data), shape.raw, tuple(spans))
-
-
-def _common(same: Callable[[int], bool], limit: int) -> int:
-    """The largest n <= limit with same(n) (same holds up to some n, then never)."""
-    low, high = 0, limit
-    while low < high:
-        mid = (low + high + 1) // 2
-        if same(mid):
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 def compile_shape(env: Environment, shape: Shape, name: str | None, filename: str) -> CodeType:
