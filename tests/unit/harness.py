@@ -129,11 +129,13 @@ class Harness:
     def notify(self, method: str, params: Any = None) -> None:
         self._send({"jsonrpc": "2.0", "method": method, "params": self._json(params)})
 
-    async def initialize(self, caps: str | lsp.ClientCapabilities = "lsp-3.18") -> Json:
+    async def initialize(
+        self, caps: str | lsp.ClientCapabilities = "lsp-3.18", options: Any = None
+    ) -> Json:
         if isinstance(caps, str):
             caps = capabilities(caps)
         self.init_result = await self.request(
-            lsp.INITIALIZE, lsp.InitializeParams(capabilities=caps)
+            lsp.INITIALIZE, lsp.InitializeParams(capabilities=caps, initialization_options=options)
         )
         self.notify(lsp.INITIALIZED, lsp.InitializedParams())
         for _ in range(20):  # the server asks for its settings: let that exchange finish

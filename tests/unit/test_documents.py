@@ -127,6 +127,18 @@ async def test_pull_and_push_read_one_store(lsp_harness: Harness, workspace: Pat
     assert lsp_harness.published[-1]["diagnostics"] == report["items"]
 
 
+async def test_pull_is_advertised_only_to_a_client_that_asks(lsp_harness: Harness) -> None:
+    """A client shown diagnosticProvider pulls as well as taking pushes, and shows each
+    finding twice; kls pushes to all and advertises pull on request only."""
+    assert lsp_harness.init_result["capabilities"].get("diagnosticProvider") is None
+    asking = Harness()
+    try:
+        result = await asking.initialize("lsp-3.18", {"pullDiagnostics": True})
+        assert result["capabilities"]["diagnosticProvider"]["identifier"] == "kls"
+    finally:
+        await asking.close()
+
+
 async def test_unknown_document_is_an_error(lsp_harness: Harness) -> None:
     from tests.unit.harness import LspError
 

@@ -102,7 +102,7 @@ async def test_text_document_content_preview_and_refresh(
 async def test_server_advertises_text_document_content(lsp_harness: Harness) -> None:
     caps = lsp_harness.init_result["capabilities"]
     assert caps["workspace"]["textDocumentContent"]["schemes"] == ["kls-preview"]
-    assert caps["diagnosticProvider"]["identifier"] == "kls"
+    assert "diagnosticProvider" not in caps  # pushed only, unless asked (test_documents.py)
     assert set(caps["executeCommandProvider"]["commands"]) >= {
         "kls.preview",
         "kls.selectInstance",

@@ -44,7 +44,13 @@ PREVIEW_SCHEME = "kls-preview"
 
 class KlsProtocol(GuardedProtocol):
     """Adds what pygls 2.1 cannot advertise itself: `workspace.textDocumentContent`; the
-    JSON-RPC hardening (an error reply for every malformed request) is GuardedProtocol's."""
+    JSON-RPC hardening (an error reply for every malformed request) is GuardedProtocol's.
+
+    Diagnostics are pushed (textDocument/publishDiagnostics) to every client. Pull
+    (textDocument/diagnostic) is answered from the same store, but advertised only to a
+    client that asks for it with `initializationOptions: {"pullDiagnostics": true}`: a client
+    that sees `diagnosticProvider` pulls as well as taking pushes, into a second collection,
+    and shows every finding twice (VS Code did; so does Neovim 0.11)."""
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
@@ -52,7 +58,13 @@ class KlsProtocol(GuardedProtocol):
         workspace = result.capabilities.workspace or lsp.WorkspaceOptions()
         workspace.text_document_content = lsp.TextDocumentContentOptions(schemes=[PREVIEW_SCHEME])
         result.capabilities.workspace = workspace
+        if not wants_pull_diagnostics(params.initialization_options):
+            result.capabilities.diagnostic_provider = None
         return result
+
+
+def wants_pull_diagnostics(options: Any) -> bool:
+    return isinstance(options, dict) and options.get("pullDiagnostics") is True
 
 
 @dataclass

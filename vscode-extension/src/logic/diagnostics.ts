@@ -1,8 +1,9 @@
 // One source of diagnostics. kls serve publishes every finding (kls, nvcc, kls-bench) with
 // textDocument/publishDiagnostics and also answers textDocument/diagnostic (pull). A
 // vscode-languageclient that sees the server's diagnosticProvider pulls as well, into a second
-// collection, so VS Code showed each finding twice ("4 errors" for kls check's 2). The client
-// takes pushes only: it neither advertises pull support nor registers the pull provider.
+// collection, so VS Code showed each finding twice ("4 errors" for kls check's 2). kls serve now
+// offers pull only to a client that asks (initializationOptions.pullDiagnostics); this client
+// takes pushes only either way: it neither advertises pull support nor registers the provider.
 // Pure over plain objects (the StaticFeature shape), so it is tested without VS Code.
 
 import type { ClientCapabilities, ServerCapabilities } from "vscode-languageserver-protocol";
