@@ -50,7 +50,7 @@ class KlsProtocol(GuardedProtocol):
     (textDocument/diagnostic) is answered from the same store, but advertised only to a
     client that asks for it with `initializationOptions: {"pullDiagnostics": true}`: a client
     that sees `diagnosticProvider` pulls as well as taking pushes, into a second collection,
-    and shows every finding twice (VS Code did; so does Neovim 0.11)."""
+    and may show every finding twice (VS Code did)."""
 
     @lsp_method(lsp.INITIALIZE)
     def lsp_initialize(self, params: lsp.InitializeParams) -> Any:
