@@ -7,7 +7,8 @@
 #          the same shapes (compiled while the builds run, timed against cuBLAS once they end);
 #   tune:  the whole `kls tune --resume` (every build a cache hit): stage 1, stage 2, cuBLAS in
 #          the run; run it again, still warm, if the time limit stopped it: it goes on from there.
-# Usage (repo root, nvidia-cutlass wheel in .whl/): bash benchmarks/h200_tune_suite.sh build|tune
+# Usage (repo root; in .whl/ the nvidia-cutlass, tree-sitter and tree-sitter-cuda wheels):
+#   bash benchmarks/h200_tune_suite.sh build|tune      (INDUCTOR=0 ... build: no Inductor run)
 set -u
 step=$1
 out=${OUT:-/tmp/out}
@@ -22,8 +23,10 @@ if [ "$step" = build ]; then
   rm -f "$out/builds_done"
   ( timeout -s INT 540 python3 -m kls.cli tune $tmpl -i $inst --build-only --json --jobs 14 \
       >"$out/build_only.json" 2>"$out/build_only.log"; touch "$out/builds_done" ) &
-  timeout -s INT 555 python3 benchmarks/inductor_autotune.py --out "$out/inductor.json" \
-    --wait-for "$out/builds_done" 2>&1 | grep -v "^W1\|Warning" | tail -40
+  if [ "${INDUCTOR:-1}" = 1 ]; then  # INDUCTOR=0: the builds alone
+    timeout -s INT 555 python3 benchmarks/inductor_autotune.py --out "$out/inductor.json" \
+      --wait-for "$out/builds_done" 2>&1 | grep -v "^W1\|Warning" | tail -40
+  fi
   wait
   tail -3 "$out/build_only.log"
   python3 - "$out/build_only.json" <<'PY'
