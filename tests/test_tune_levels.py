@@ -130,3 +130,26 @@ def test_an_op_of_a_larger_list_named_without_its_level_says_which_list(project:
         ops.resolve_op_name(SMALL_TILE, (), "90a")
     assert 'cutlass_instantiation_level = "2222"' in str(info.value)
     assert ops.resolve_op_name(SMALL_TILE, (), "90a", "2222") == SMALL_TILE
+
+
+def test_a_bad_tune_table_is_a_finding_at_its_line_and_the_instance_stays(
+    project: Path,
+) -> None:
+    config = project / "kls.toml"
+    text = config.read_text().replace(
+        'cutlass_instantiation_level = "2222"', 'cutlass_instantiation_level = "22x2"', 1
+    )
+    config.write_text(text)
+    loaded = load_instances(config)
+    assert SM90 in loaded.instances  # render, check and bench do not read the tune table
+    [f] = [f for f in loaded.findings if f.code == "KT002"]
+    assert "tune table" in f.message and "up to four digits" in f.message
+    assert text.splitlines()[f.range.start.line].startswith(
+        "[instances.torch211_sm90_bf16_4096.tune]"
+    )
+    kls = str(Path(sys.executable).parent / "kls")
+    done = subprocess.run(
+        [kls, "check", str(project / "inductor/gemm_cutlass3x.cu.jinja")],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode != 0 and "KT002" in done.stdout + done.stderr

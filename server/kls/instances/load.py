@@ -49,6 +49,7 @@ from kls.template.source import (
     is_python_file,
     read_file_text,
 )
+from kls.tune.table import TuneSpaceError, parse_space
 
 CONFIG_NAMES = ("kls.toml", "pyproject.toml")
 INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -334,6 +335,8 @@ class _Reader:
         ]
         if not all([check() for check in checks]):
             return None
+        if "tune" in raw:  # a finding, not a lost instance: only `kls tune` reads it
+            self.tune_table(where("tune"), raw["tune"])
         tensors = self.tensors(at + ("tensors",), raw.get("tensors", {}))
         if tensors is None:
             return None
@@ -466,6 +469,12 @@ class _Reader:
         if problem is not None:
             self.error(keys, "KT002", problem)
         return problem is None
+
+    def tune_table(self, keys: tuple[str, ...], raw: Any) -> None:
+        try:
+            parse_space(raw, "tune table")
+        except TuneSpaceError as exc:
+            self.error(keys, "KT002", str(exc))
 
     def level(self, keys: tuple[str, ...], value: str | int) -> bool:
         problem = level_problem(str(value))

@@ -1,0 +1,112 @@
+"""The tune table an instance declares in kls.toml, `[instances.NAME.tune]`, parsed and
+checked (by `kls tune`, and by the config loader so a mistake is a finding at its line).
+
+    [instances.torch211_sm90_bf16_4096.tune]
+    swizzle = [1, 2, 4, 8]                     # any template variable: the values to try
+    op_filter = { contains = ["warpspecialized"], exclude = ["pingpong"] }
+    ops = ["cutlass3x_sm90_..."]               # optional: exactly these ops (still filtered)
+    shapes = [[128, 4096, 4096], [8192, 14336, 4096]]   # optional: GEMM M, N, K to time
+    cutlass_instantiation_level = "2222"       # optional: draw the ops from this list
+
+Every key other than `op_filter`, `ops`, `shapes` and `cutlass_instantiation_level` names a
+template variable and lists its values; candidates are the compatible ops crossed with every
+combination. A variable that the profile passes at run time (torch-2.11 GEMMs: `swizzle`)
+needs no build of its own.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from kls.cutlass.ops import level_problem
+
+RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level")
+FILTER_KEYS = ("contains", "exclude")
+
+
+class TuneSpaceError(Exception):
+    """The tune table is malformed; the message says where and how to fix it."""
+
+
+@dataclass(frozen=True)
+class TuneSpace:
+    contains: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    ops: tuple[str, ...] = ()
+    variables: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    shapes: tuple[tuple[int, int, int], ...] = ()
+    level: str | None = None  # Inductor's cutlass_instantiation_level; None: the instance's
+    declared: bool = False  # False: the instance has no tune table (defaults used)
+
+    def combos(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
+        """Every combination of the listed values of `names` (in declaration order)."""
+        keys = [n for n in self.variables if n in names]
+        values = [self.variables[k] for k in keys]
+        return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
+
+
+def parse_space(raw: Any, where: str) -> TuneSpace:
+    if not isinstance(raw, dict):
+        raise TuneSpaceError(f"{where} must be a table")
+    contains: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    op_filter = raw.get("op_filter", {})
+    if not isinstance(op_filter, dict):
+        raise TuneSpaceError(f"{where}: op_filter must be a table, e.g. {{ contains = [...] }}")
+    for key in op_filter:
+        if key not in FILTER_KEYS:
+            raise TuneSpaceError(f"{where}: unknown op_filter key '{key}' (use contains, exclude)")
+    contains = _strings(op_filter.get("contains", []), f"{where}: op_filter.contains")
+    exclude = _strings(op_filter.get("exclude", []), f"{where}: op_filter.exclude")
+    ops = _strings(raw.get("ops", []), f"{where}: ops")
+    shapes = _shapes(raw.get("shapes", []), where)
+    level = _level(raw.get("cutlass_instantiation_level"), where)
+    variables: dict[str, tuple[Any, ...]] = {}
+    for key, value in raw.items():
+        if key in RESERVED:
+            continue
+        if not key.isidentifier():
+            raise TuneSpaceError(f"{where}: '{key}' is not a template variable name")
+        values = value if isinstance(value, list) else [value]
+        if not values:
+            raise TuneSpaceError(f"{where}: '{key}' lists no values")
+        if any(isinstance(v, (dict, list)) for v in values):
+            raise TuneSpaceError(f"{where}: '{key}' must list plain values (numbers, strings)")
+        variables[key] = tuple(dict.fromkeys(values))  # duplicates once, order kept
+    return TuneSpace(contains, exclude, ops, variables, shapes, level, declared=True)
+
+
+def _level(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise TuneSpaceError(f'{where}: cutlass_instantiation_level must be a string like "2222"')
+    problem = level_problem(str(value))
+    if problem is not None:
+        raise TuneSpaceError(f"{where}: {problem}")
+    return str(value)
+
+
+def _strings(value: Any, what: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise TuneSpaceError(f"{what} must be a list of strings")
+    return tuple(value)
+
+
+def _shapes(value: Any, where: str) -> tuple[tuple[int, int, int], ...]:
+    if not isinstance(value, list):
+        raise TuneSpaceError(f"{where}: shapes must be a list of [M, N, K]")
+    out = []
+    for item in value:
+        if (
+            not isinstance(item, list)
+            or len(item) != 3
+            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in item)
+        ):
+            raise TuneSpaceError(f"{where}: each shape must be [M, N, K] of positive integers")
+        out.append((item[0], item[1], item[2]))
+    return tuple(dict.fromkeys(out))
