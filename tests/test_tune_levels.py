@@ -35,7 +35,8 @@ def project(tmp_path: Path) -> Path:
     return tmp_path / "t"
 
 
-def _manifest_names(level: str, full: bool) -> set[str]:
+def _full_generator_names(level: str) -> set[str]:
+    """The Universal GEMM ops of cutlass_library's whole GenerateSM90 at `level`."""
     from cutlass_library import generator, library, manifest
 
     args = argparse.Namespace(
@@ -47,10 +48,7 @@ def _manifest_names(level: str, full: bool) -> set[str]:
         disable_cutlass_package_imports=False,
     )  # fmt: skip
     m = manifest.Manifest(args)
-    if full:
-        generator.GenerateSM90(m, args.cuda_version)
-    else:
-        return set(ops._generated("sm90", level))
+    generator.GenerateSM90(m, args.cuda_version)
     kinds = (library.GemmKind.Universal, library.GemmKind.Universal3x)
     return {
         name
@@ -61,7 +59,7 @@ def _manifest_names(level: str, full: bool) -> set[str]:
 
 
 def test_quick_generation_at_a_level_is_the_full_lists_real_ops() -> None:
-    quick, full = _manifest_names("1111", False), _manifest_names("1111", True)
+    quick, full = set(ops._generated("sm90", "1111")), _full_generator_names("1111")
     assert quick <= full
     # What only the full generator lists: complex GEMMs, which no Inductor dtype matches.
     assert {n for n in full - quick if "_cf64_" not in n} == set()

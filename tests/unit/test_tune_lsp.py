@@ -102,16 +102,24 @@ async def test_tune_lens_beside_the_others(lsp_harness: Harness, workspace: Path
     assert [lens["data"]["kind"] for lens in lenses if "data" in lens] == ["benchmark", "tune"]
 
 
+async def tune_sm80(
+    harness: Harness, workspace: Path, monkeypatch: pytest.MonkeyPatch, worker: list[str]
+) -> tuple[str, int, int, Any]:
+    """Open the SM80 template, run kls.tune on it with `worker` as the GPU worker: its uri,
+    signature line, the publish count before the tune, and the command's answer."""
+    monkeypatch.setattr(lsp_tune, "GPU_WORKER", worker)
+    uri, _text, line = await open_sm80(harness, workspace)
+    mark = len(harness.published)
+    return uri, line, mark, await harness.command("kls.tune", uri)
+
+
 async def test_tune_command_publishes_winner_and_margin(
     lsp_harness: Harness,
     workspace: Path,
     fake_builds: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lsp_tune, "GPU_WORKER", FAKE_WORKER)
-    uri, _text, line = await open_sm80(lsp_harness, workspace)
-    mark = len(lsp_harness.published)
-    answer = await lsp_harness.command("kls.tune", uri)
+    uri, line, mark, answer = await tune_sm80(lsp_harness, workspace, monkeypatch, FAKE_WORKER)
     assert answer["ok"] is True and answer["instance"] == SM80
     assert answer["build_only"] is False and answer["winner"]
     assert len(fake_builds) == 22  # the SM80 space: every `_tn_align8` op, the current among them
@@ -155,10 +163,7 @@ async def test_without_a_gpu_it_builds_only_and_says_so(
     fake_builds: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(lsp_tune, "GPU_WORKER", NO_GPU_WORKER)
-    uri, _text, line = await open_sm80(lsp_harness, workspace)
-    mark = len(lsp_harness.published)
-    answer = await lsp_harness.command("kls.tune", uri)
+    uri, line, mark, answer = await tune_sm80(lsp_harness, workspace, monkeypatch, NO_GPU_WORKER)
     assert answer["ok"] is True and answer["build_only"] is True
     assert answer["headline"].startswith("no GPU here: built the candidates only, not timed")
     assert answer["winner"] is None and answer["margin"] is None

@@ -28,6 +28,15 @@ def from_lsp_position(p: lsp.Position) -> Position:
     return Position(p.line, p.character)
 
 
+def end_of_line_hint(line: int, line_text: str, label: str) -> lsp.InlayHint:
+    """An inlay hint after the last character of a line (the Benchmark and Tune results)."""
+    return lsp.InlayHint(
+        position=lsp.Position(line=line, character=len(line_text)),
+        label=f" {label}",
+        padding_left=True,
+    )
+
+
 def to_diagnostic(f: Finding) -> lsp.Diagnostic:
     message = f.message if not f.instance else f"{f.message} [instance {f.instance}]"
     return lsp.Diagnostic(

@@ -9,7 +9,7 @@ from lsprotocol import types as lsp
 
 from kls.lsp import python_documents
 from kls.lsp.bench import BenchView, bench_view
-from kls.lsp.convert import to_lsp_range
+from kls.lsp.convert import end_of_line_hint, to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
 from kls.lsp.state import KlsServer
 from kls.lsp.tune import resolve_tune_lens, signature_ranges, tune_inlay_hints, tune_view
@@ -42,18 +42,8 @@ def resolve_benchmark_lens(lens: lsp.CodeLens, bench: BenchView | None) -> lsp.C
 def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.InlayHint]:
     if view is None or not view.report.ok:
         return []
-    hints = []
-    for call in model.calls_to("kernel", "def_kernel"):
-        line = call.range.end.line
-        end = len(model.index.line_text(line))
-        hints.append(
-            lsp.InlayHint(
-                position=lsp.Position(line=line, character=end),
-                label=f" {view.title()}",
-                padding_left=True,
-            )
-        )
-    return hints
+    lines = [call.range.end.line for call in model.calls_to("kernel", "def_kernel")]
+    return [end_of_line_hint(n, model.index.line_text(n), view.title()) for n in lines]
 
 
 # -- handlers ---------------------------------------------------------------------------------

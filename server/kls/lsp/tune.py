@@ -24,6 +24,7 @@ from kls.bench.run import source_hash
 from kls.compile.run import CompileCancelled
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
+from kls.lsp.convert import end_of_line_hint
 from kls.lsp.protocol import TUNE_COMMAND, TuneAnswer, uri_argument
 from kls.lsp.state import KlsServer
 from kls.positions import Range
@@ -278,18 +279,8 @@ def resolve_tune_lens(lens: lsp.CodeLens, view: TuneView | None) -> lsp.CodeLens
 def tune_inlay_hints(model: TemplateModel, view: TuneView | None) -> list[lsp.InlayHint]:
     if view is None:
         return []
-    hints = []
-    for rng in signature_ranges(model):
-        line = rng.end.line
-        end = len(model.index.line_text(line))
-        hints.append(
-            lsp.InlayHint(
-                position=lsp.Position(line=line, character=end),
-                label=f" ⚙ {view.summary()}",
-                padding_left=True,
-            )
-        )
-    return hints
+    lines = [rng.end.line for rng in signature_ranges(model)]
+    return [end_of_line_hint(n, model.index.line_text(n), f"⚙ {view.summary()}") for n in lines]
 
 
 # -- the command ------------------------------------------------------------------------------
