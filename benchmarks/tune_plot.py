@@ -34,7 +34,8 @@ def load(results: Path, cublas: Path) -> TuneResult:
             for x in rows
             if x["shape"] == shape and x["timing_of"] == "stage1" and x.get("ok")
         ]
-        r.baselines.append(Baseline(shape, bool(runs), min(runs) if runs else None, runs))
+        bar = Baseline(shape, bool(runs), min(runs) if runs else None, runs, stage=1)
+        r.baselines.append(bar)
         ok = [m for m in r.measurements if m.shape == shape and m.ok and m.median_ms]
         best = min(ok, key=lambda m: m.median_ms or 0.0)
         base = min(runs) if runs else None

@@ -4,7 +4,9 @@ CI check: real builds as Ray tasks with --build-only on a CPU-only machine."""
 
 from __future__ import annotations
 
+import csv
 import dataclasses
+import io
 import json
 import os
 import re
@@ -20,7 +22,7 @@ import kls.tune.executors as executors
 from kls.instances import InstanceSpec, load_instances
 from kls.tune.apply import apply_winner
 from kls.tune.candidates import at_shape, compatible_ops, distinct, make_candidates, spread
-from kls.tune.results import TuneResult
+from kls.tune.results import TuneResult, to_csv
 from kls.tune.runner import TuneError, TuneOptions, Tuner
 from kls.tune.space import TuneSpace, TuneSpaceError, parse_space
 
@@ -147,12 +149,15 @@ def test_two_stage_tune_with_stand_ins(
     assert len(stage1) == 12 * result.builds_ok and all(m.vars == {"swizzle": 8} for m in stage1)
     stage2 = [m for m in result.measurements if m.stage == 2]
     assert {tuple(m.vars.items()) for m in stage2} == {(("swizzle", 1),), (("swizzle", 8),)}
-    assert len(result.baselines) == 12 and all(len(b.runs_ms) == 2 for b in result.baselines)
+    # cuBLAS per shape for each stage, timed as that stage's candidates, before and after them
+    assert sorted(b.stage for b in result.baselines) == [1] * 12 + [2] * 12
+    assert all(len(b.runs_ms) == 2 for b in result.baselines)
+    assert all(b.median_ms == min(b.runs_ms) for b in result.baselines)
     assert all(b.vs_cublas for b in result.best) and result.winner is not None
     assert result.current is not None  # the instance's own op is always measured
     assert any("stage 2" in line for line in seen)
     from kls.tune.plot import svg
-    from kls.tune.results import to_csv, write_files
+    from kls.tune.results import write_files
 
     files = write_files(result, tmp_path / "out", svg(result))
     ET.fromstring(Path(files["plot"]).read_text())  # well-formed SVG
@@ -160,6 +165,34 @@ def test_two_stage_tune_with_stand_ins(
     assert data["summary"]["geomean_best_vs_cublas"] > 0
     rows = to_csv(result).splitlines()
     assert rows[0].startswith("kind,shape,unit") and any(r.startswith("cublas,") for r in rows)
+    assert sum(r.startswith("cublas_stage1,") for r in rows) == 12
+    svg_text = Path(files["plot"]).read_text()
+    assert "cuBLAS, stage-1 timing" in svg_text and "cuBLAS, stage-2 timing" in svg_text
+
+
+def test_each_stage_is_judged_against_its_own_cublas_bar(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stand-in cuBLAS is 10 % faster with the short stage-1 timing (as a real GPU at
+    higher clocks is): a stage-1 ratio uses the stage-1 bar, a winner the stage-2 bar."""
+    _fake_builds(monkeypatch, tmp_path)
+    _small_space(project / "kls.toml", 'op_filter = { contains = ["x64_1x2x1"] }')
+    monkeypatch.setenv("KLS_FAKE_SHORT_TIMING_SPEEDUP", "1.1")
+    spec = spec_of(project / "kls.toml", SM90)
+    result = Tuner(spec, TuneOptions(limit=2, worker=FAKE_WORKER, slots=1)).run()
+    bars = {stage: result.cublas_ms(stage) for stage in (1, 2)}
+    for shape in result.shapes:
+        assert bars[1][shape] == pytest.approx(bars[2][shape] / 1.1)
+    for s in result.best:
+        assert s.cublas_ms == bars[2][s.shape]
+    stage1 = {
+        (row[1], row[2]): float(row[11])
+        for row in csv.reader(io.StringIO(to_csv(result)))
+        if row[0] == "stage1"
+    }
+    m = next(m for m in result.measurements if m.stage == 1)
+    assert stage1[(m.shape, m.unit)] == pytest.approx(bars[1][m.shape] / (m.median_ms or 1))
+    assert result.baselines[0].sm_clock_mhz == 1755.0 and m.sm_clock_mhz == 1755.0
 
 
 def test_a_crashing_kernel_is_recorded_and_the_tune_goes_on(
@@ -277,8 +310,9 @@ def test_resume_reuses_what_the_last_run_measured(
     timed = log.read_text().splitlines()
     again_stage1 = [m for m in first.measurements if m.stage == 1 and m.unit not in kept]
     stage2 = [m for m in first.measurements if m.stage == 2]
-    assert len(timed) == len(again_stage1) + len(stage2) + 2 * 12
+    assert len(timed) == len(again_stage1) + len(stage2) + 2 * 12 + 2 * 12
     assert sum(1 for t in timed if t.startswith("cublas@")) == 2 * 12
+    assert sum(1 for t in timed if t.startswith("cublas-stage1@")) == 2 * 12
 
     # Another instance text: nothing is reused, and the note says why.
     config = project / "kls.toml"

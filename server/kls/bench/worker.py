@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from kls.bench import marshal
-from kls.bench.job import BenchJob, TensorJob
+from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64, uniform_storage
 from kls.bench.reference import (
     HostTensor,
@@ -356,15 +356,24 @@ def time_kernel(
         cuda.sync()
         return [cuda.elapsed_ms(starts[i], ends[i]) for i in range(BATCH)] if timed else []
 
+    return sample_batches(batch, job.timing)
+
+
+def sample_batches(
+    batch: Callable[[bool], list[float]], timing: Timing
+) -> tuple[list[float], dict[str, Any]]:
+    """Warm up with untimed batches for `timing.warmup_s`, then timed batches until
+    `should_stop`, reading the SM clock and board power after each (NVML, where present):
+    under a long GEMM load an H200 is power-limited well below its top clock."""
     t0 = time.monotonic()
-    while time.monotonic() - t0 < job.timing.warmup_s:
-        batch(timed=False)
+    while time.monotonic() - t0 < timing.warmup_s:
+        batch(False)
     samples: list[float] = []
     clocks: list[tuple[float, float]] = []
     nvml = _nvml()
     t1 = time.monotonic()
-    while not should_stop(samples, time.monotonic() - t1, job.timing):
-        samples.extend(batch(timed=True))
+    while not should_stop(samples, time.monotonic() - t1, timing):
+        samples.extend(batch(True))
         if nvml is not None:
             clocks.append(nvml())
     return samples, _clock_summary(clocks)
@@ -448,17 +457,12 @@ def _torch_baseline(
         torch.cuda.synchronize()
         return [starts[i].elapsed_time(ends[i]) for i in range(BATCH)] if timed else []
 
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < job.timing.warmup_s:
-        batch(timed=False)
-    samples: list[float] = []
-    t1 = time.monotonic()
-    while not should_stop(samples, time.monotonic() - t1, job.timing):
-        samples.extend(batch(timed=True))
+    samples, clocks = sample_batches(batch, job.timing)
     return {
         "available": True,
         "library": f"torch {torch.__version__} (cuBLAS)",
         "timing": summarize(samples).to_json(),
+        "clocks": clocks,
     }
 
 

@@ -3,7 +3,9 @@ in VS Code and on code hosts, and small enough to commit.
 
 One panel per shape: each verified stage-1 candidate as a dot (TFLOP/s), grouped and coloured by
 op family (kernel schedule / epilogue); a ring on the stage-2 best (with its runtime variables);
-a dashed line at cuBLAS's TFLOP/s measured in the same run.
+cuBLAS's TFLOP/s measured in the same run as a line for each stage: dashed with the short
+stage-1 timing the dots had, solid with the stage-2 timing the ring had (a short timing runs
+at higher clocks, so each mark is read against its own line).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
     "#17becf", "#d62728", "#393b79", "#637939",
 )  # fmt: skip
+CUBLAS = {1: "#f08080", 2: "#d62728"}  # the stage-1 and stage-2 bars
 PANEL_W, PANEL_H = 300, 210
 PAD_L, PAD_R, PAD_T, PAD_B = 46, 10, 28, 18
 
@@ -28,7 +31,7 @@ def svg(result: TuneResult) -> str:
     shapes = result.shapes
     cols = min(4, max(1, len(shapes)))
     rows = math.ceil(len(shapes) / cols)
-    legend_h = 22 * math.ceil((len(families) + 2) / 4) + 10
+    legend_h = 22 * math.ceil((len(families) + 3) / 4) + 10
     width, height = cols * PANEL_W + 20, rows * PANEL_H + 50 + legend_h
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
@@ -36,7 +39,7 @@ def svg(result: TuneResult) -> str:
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="10" y="20" font-size="14">{escape(_title(result))}</text>',
     ]
-    cublas = {b.shape: b.median_ms for b in result.baselines if b.ok and b.median_ms}
+    bars = {stage: result.cublas_ms(stage) for stage in (1, 2)}
     best = {b.shape: b for b in result.best}
     for i, shape in enumerate(shapes):
         x0 = 10 + (i % cols) * PANEL_W
@@ -47,10 +50,16 @@ def svg(result: TuneResult) -> str:
             if m.shape == shape and m.stage == 1 and m.ok and m.tflops
         ]
         points.sort(key=lambda m: (ops[m.unit].family if m.unit in ops else "", -(m.tflops or 0)))
-        base = flops(shape) / (cublas[shape] * 1e-3) / 1e12 if shape in cublas else None
+        lines = {
+            stage: flops(shape) / (bar[shape] * 1e-3) / 1e12
+            for stage, bar in bars.items()
+            if shape in bar
+        }
         top = best.get(shape)
         values = (
-            [m.tflops or 0.0 for m in points] + [base or 0.0] + [top.tflops or 0.0 if top else 0]
+            [m.tflops or 0.0 for m in points]
+            + list(lines.values())
+            + [top.tflops or 0.0 if top else 0]
         )
         ymax = _nice(max(values) if values else 1.0)
         pw, ph = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
@@ -77,14 +86,17 @@ def svg(result: TuneResult) -> str:
                 f'fill="{color.get(fam, "#000")}"><title>{escape(_label(result, m.unit))} '
                 f"{m.tflops:.0f} TFLOP/s</title></circle>"
             )
-        if base is not None:
+        for stage, tflops in lines.items():
+            dash = ' stroke-dasharray="4 3"' if stage == 1 else ""
             out.append(
-                f'<line x1="{x0 + PAD_L}" x2="{x0 + PAD_L + pw}" y1="{y(base):.1f}" '
-                f'y2="{y(base):.1f}" stroke="#d62728" stroke-dasharray="4 3"/>'
+                f'<line x1="{x0 + PAD_L}" x2="{x0 + PAD_L + pw}" y1="{y(tflops):.1f}" '
+                f'y2="{y(tflops):.1f}" stroke="{CUBLAS[stage]}"{dash}/>'
             )
+            left = stage == 1  # the two labels at either end, so they never overlap
             out.append(
-                f'<text x="{x0 + PAD_L + pw - 2}" y="{y(base) - 3:.1f}" text-anchor="end" '
-                f'fill="#d62728">cuBLAS {base:.0f}</text>'
+                f'<text x="{x0 + PAD_L + (2 if left else pw - 2)}" y="{y(tflops) - 3:.1f}" '
+                f'text-anchor="{"start" if left else "end"}" fill="{CUBLAS[stage]}">'
+                f"cuBLAS {tflops:.0f}</text>"
             )
         if top is not None and top.tflops and top.unit:
             fam = ops[top.unit].family if top.unit in ops else ""
@@ -103,17 +115,19 @@ def svg(result: TuneResult) -> str:
             )
     ly = 34 + rows * PANEL_H + 8
     entries = [(f, color[f], "dot") for f in families]
-    entries += [("cuBLAS (same run)", "#d62728", "dash"), ("stage-2 best", "#000", "ring")]
+    entries += [
+        ("cuBLAS, stage-1 timing (dots)", CUBLAS[1], "dash"),
+        ("cuBLAS, stage-2 timing (ring)", CUBLAS[2], "line"),
+        ("stage-2 best", "#000", "ring"),
+    ]
     for k, (label, col, kind) in enumerate(entries):
         lx = 14 + (k % 4) * ((width - 20) // 4)
         yy = ly + (k // 4) * 22
         if kind == "dot":
             out.append(f'<circle cx="{lx + 5}" cy="{yy}" r="4" fill="{col}"/>')
-        elif kind == "dash":
-            out.append(
-                f'<line x1="{lx}" x2="{lx + 12}" y1="{yy}" y2="{yy}" stroke="{col}" '
-                'stroke-dasharray="4 3"/>'
-            )
+        elif kind in ("dash", "line"):
+            dash = ' stroke-dasharray="4 3"' if kind == "dash" else ""
+            out.append(f'<line x1="{lx}" x2="{lx + 12}" y1="{yy}" y2="{yy}" stroke="{col}"{dash}/>')
         else:
             out.append(f'<circle cx="{lx + 5}" cy="{yy}" r="5" fill="none" stroke="{col}"/>')
         out.append(f'<text x="{lx + 16}" y="{yy + 3}">{escape(label)}</text>')

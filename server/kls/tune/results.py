@@ -44,10 +44,15 @@ class Measurement:
     tflops: float | None = None
     max_error: float | None = None
     error: str = ""
+    sm_clock_mhz: float | None = None  # median NVML reading while timed (None: no NVML)
+    power_w: float | None = None
 
 
 @dataclass
 class Baseline:
+    """cuBLAS for one shape, timed as one stage's candidates are (a stage-1 candidate is
+    compared with the stage-1 bar: short timings run at higher clocks than long ones)."""
+
     shape: str
     ok: bool
     median_ms: float | None = None  # the lower of the runs before and after the candidates
@@ -55,6 +60,9 @@ class Baseline:
     spread: float | None = None
     library: str = ""
     error: str = ""
+    stage: int = 2
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
 
 
 @dataclass
@@ -125,6 +133,14 @@ class TuneResult:
             return None
         return built / self.build_seconds * 60.0
 
+    def cublas_ms(self, stage: int) -> dict[str, float]:
+        """Shape -> cuBLAS time with that stage's timing settings."""
+        return {
+            b.shape: b.median_ms
+            for b in self.baselines
+            if b.ok and b.median_ms and b.stage == stage
+        }
+
     def geomean_best(self) -> float | None:
         return geomean([b.vs_cublas for b in self.best if b.vs_cublas])
 
@@ -163,34 +179,37 @@ def vars_text(values: dict[str, Any]) -> str:
 
 
 def to_csv(result: TuneResult) -> str:
-    """One row per build and per measurement (kind: build, stage1, stage2, cublas)."""
+    """One row per build, per measurement (kind: stage1, stage2) and per cuBLAS bar (kind:
+    cublas_stage1, cublas: stage 2); a measurement's vs_cublas is against its stage's bar."""
     ops = {b.unit: b for b in result.builds}
     out = io.StringIO()
     w = csv.writer(out)
     w.writerow(
         ["kind", "shape", "unit", "op", "family", "vars", "ok", "median_ms", "spread",
-         "samples", "tflops", "vs_cublas", "seconds", "error"]
+         "samples", "tflops", "vs_cublas", "seconds", "sm_mhz", "power_w", "error"]
     )  # fmt: skip
     for b in result.builds:
         w.writerow(
             ["build", "", b.unit, b.op, b.family, vars_text(b.build_vars), b.ok, "", "", "",
-             "", "", f"{b.seconds:.2f}", b.error[:300]]
+             "", "", f"{b.seconds:.2f}", "", "", b.error[:300]]
         )  # fmt: skip
-    cublas = {b.shape: b.median_ms for b in result.baselines if b.ok}
+    bars = {stage: result.cublas_ms(stage) for stage in (1, 2)}
     for m in result.measurements:
-        base = cublas.get(m.shape)
+        base = bars.get(m.stage, {}).get(m.shape)
         ratio = base / m.median_ms if base and m.median_ms else None
         rec = ops.get(m.unit)
         w.writerow(
             [f"stage{m.stage}", m.shape, m.unit, rec.op if rec else "",
              rec.family if rec else "",
              vars_text(m.vars), m.ok, _f(m.median_ms), _f(m.spread), m.samples, _f(m.tflops),
-             _f(ratio), "", m.error[:300]]
+             _f(ratio), "", _f(m.sm_clock_mhz), _f(m.power_w), m.error[:300]]
         )  # fmt: skip
     for base_row in result.baselines:
         w.writerow(
-            ["cublas", base_row.shape, "", base_row.library, "", "", base_row.ok,
-             _f(base_row.median_ms), _f(base_row.spread), "", "", "", "", base_row.error]
+            ["cublas" if base_row.stage == 2 else f"cublas_stage{base_row.stage}",
+             base_row.shape, "", base_row.library, "", "", base_row.ok,
+             _f(base_row.median_ms), _f(base_row.spread), "", "", "", "",
+             _f(base_row.sm_clock_mhz), _f(base_row.power_w), base_row.error]
         )  # fmt: skip
     return out.getvalue()
 

@@ -4,8 +4,9 @@ A tune of a real suite outlasts many a time limit (a CI job, a lent GPU's 10-min
 Ctrl-C); builds already resume through the compile cache. A measurement is reused only when
 the last run measured the same thing the same way: the same instance and rendered source, the
 same shapes, the same timing settings and op list, on a GPU of the same name; and only what
-succeeded (a failure or crash is measured again). cuBLAS for a shape is reused only when every
-stage-2 measurement of that shape is, so a shape's candidates and its bar come from one run.
+succeeded (a failure or crash is measured again). A stage's cuBLAS bar for a shape is reused
+only when every measurement of that shape in that stage is, so a shape's candidates and its bar
+come from one run.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ class Prior:
 
     timestamp: float = 0.0
     measurements: dict[MeasurementKey, Measurement] = field(default_factory=dict)
-    baselines: dict[str, Baseline] = field(default_factory=dict)
+    baselines: dict[tuple[str, int], Baseline] = field(default_factory=dict)  # (shape, stage)
     used: int = 0
 
     def take(
@@ -40,6 +41,12 @@ class Prior:
         if m is not None:
             self.used += 1
         return m
+
+    def bar(self, shape: str, stage: int, wanted: list[MeasurementKey]) -> Baseline | None:
+        """The last run's cuBLAS bar of (shape, stage), if every one of `wanted` (that
+        stage's measurements of the shape) comes from the last run too."""
+        base = self.baselines.get((shape, stage))
+        return base if base is not None and all(k in self.measurements for k in wanted) else None
 
 
 def load_prior(path: Path, result: TuneResult, device: dict[str, Any]) -> tuple[Prior | None, str]:
@@ -63,7 +70,7 @@ def load_prior(path: Path, result: TuneResult, device: dict[str, Any]) -> tuple[
     for raw in data.get("baselines", []):
         if isinstance(raw, dict) and raw.get("ok") and set(raw) <= base_fields:
             b = Baseline(**raw)
-            prior.baselines[b.shape] = b
+            prior.baselines[(b.shape, b.stage)] = b
     return prior, ""
 
 

@@ -230,8 +230,8 @@ class Tuner:
                 self.prior, note = load_prior(self.folder / "results.json", result, gpu.device)
                 if note:
                     result.notes.append(note)
-            stage1 = _Stage1(self, gpu, plans, keys, cs, result)
-            self.progress.timed_total = len(units) * len(keys)
+            stage1 = _Stage1(self, gpu, plans, keys, cs, units, result)
+            self.progress.timed_total = (len(units) + 2) * len(keys)  # (+ cuBLAS, twice)
         try:
             self._build(units, result, stage1)
             if stage1 is not None and gpu is not None and not self.cancel.is_set():
@@ -461,52 +461,51 @@ class Tuner:
         for key in keys:
             if self.cancel.is_set():
                 return
-            reused = self._reused_baseline(key, chosen, combos)
+            wanted = [key_of(uid, key, combo, 2) for uid in chosen for combo in combos]
+            reused = self.prior.bar(key, 2, wanted) if self.prior is not None else None
             if reused is not None:
                 self._stage2_shape(gpu, stage1, by_id, chosen, combos, key, result)
                 result.baselines.append(reused)
                 self._tick(True)
                 self._tick(True)
                 continue
-            runs: list[float] = []
-            base = Baseline(key, False)
-            for attempt in ("before", "after"):
-                if attempt == "after":
-                    self._stage2_shape(gpu, stage1, by_id, chosen, combos, key, result)
-                answer = gpu.request(
-                    {
-                        "kind": "baseline",
-                        "id": f"cublas@{key}",
-                        "shape": key,
-                        "timing": dataclasses.asdict(self.options.stage2),
-                    }
-                )
-                if self.cancel.is_set():
-                    return
-                self._tick(answer.get("ok", False))
-                if answer.get("ok"):
-                    runs.append(float(answer["timing"]["median"]))
-                    base.spread = float(answer["timing"]["spread"])
-                    base.library = str(answer.get("library", ""))
-                else:
-                    base.error = str(answer.get("error", ""))
-            if runs:
-                base.ok = True
-                base.runs_ms = runs
-                base.median_ms = min(runs)  # the faster cuBLAS run: the harder bar
+            base = Baseline(key, False, stage=2)
+            self.time_bar(gpu, base, self.options.stage2)
+            if self.cancel.is_set():
+                return
+            self._stage2_shape(gpu, stage1, by_id, chosen, combos, key, result)
+            if self.cancel.is_set():
+                return
+            self.time_bar(gpu, base, self.options.stage2)
             result.baselines.append(base)
         self._judge(result, chosen, combos, keys, current)
 
-    def _reused_baseline(
-        self, key: str, chosen: list[str], combos: list[dict[str, Any]]
-    ) -> Baseline | None:
-        """The last run's cuBLAS for this shape, when every stage-2 measurement of the shape
-        comes from that run too (kls.tune.resume)."""
-        prior = self.prior
-        if prior is None or key not in prior.baselines:
-            return None
-        wanted = [key_of(uid, key, combo, 2) for uid in chosen for combo in combos]
-        return prior.baselines[key] if all(k in prior.measurements for k in wanted) else None
+    def time_bar(self, gpu: GpuSession, base: Baseline, timing: Timing) -> None:
+        """One cuBLAS run for `base`'s shape with `timing`; the bar is the faster run (the
+        harder bar), with the clocks it ran at."""
+        tag = "cublas" if base.stage == 2 else f"cublas-stage{base.stage}"
+        answer = gpu.request(
+            {
+                "kind": "baseline",
+                "id": f"{tag}@{base.shape}",
+                "shape": base.shape,
+                "timing": dataclasses.asdict(timing),
+            }
+        )
+        if self.cancel.is_set():
+            return
+        self._tick(bool(answer.get("ok")))
+        if not answer.get("ok"):
+            base.error = str(answer.get("error", ""))
+            return
+        ms = float(answer["timing"]["median"])
+        base.runs_ms.append(ms)
+        base.library = str(answer.get("library", ""))
+        if base.median_ms is None or ms <= base.median_ms:
+            base.ok = True
+            base.median_ms = ms
+            base.spread = float(answer["timing"]["spread"])
+            base.sm_clock_mhz, base.power_w = clocks_of(answer)
 
     def _stage2_shape(
         self,
@@ -541,7 +540,7 @@ class Tuner:
         keys: list[str],
         current: BuildUnit | None,
     ) -> None:
-        cublas = {b.shape: b.median_ms for b in result.baselines if b.ok}
+        cublas = result.cublas_ms(2)
         ops = {b.unit: b for b in result.builds}
         stage2 = [m for m in result.measurements if m.stage == 2]
         for key in keys:
@@ -609,6 +608,13 @@ class _ShapePlan:
         return args
 
 
+def clocks_of(answer: dict[str, Any]) -> tuple[float | None, float | None]:
+    """The median SM clock (MHz) and board power (W) the worker read while timing."""
+    clocks = answer.get("clocks") or {}
+    sm, power = clocks.get("sm_clock_mhz"), clocks.get("power_w")
+    return (float(sm) if sm is not None else None, float(power) if power is not None else None)
+
+
 # What kls.render passes for a runtime variable the instance leaves unset.
 RUNTIME_DEFAULTS: dict[str, Any] = {"swizzle": 1}
 
@@ -651,7 +657,8 @@ def _representatives(spec: InstanceSpec, units: list[BuildUnit]) -> list[BuildUn
 
 
 class _Stage1:
-    """Stage 1 on its own thread: each built unit, every shape, one runtime setting."""
+    """Stage 1 on its own thread: each built unit, every shape, one runtime setting; cuBLAS
+    timed the same way before the first unit and after the last (its stage-1 bar)."""
 
     def __init__(
         self,
@@ -660,6 +667,7 @@ class _Stage1:
         plans: dict[tuple[str, bool], _ShapePlan],
         keys: list[str],
         cs: CandidateSet,
+        units: list[BuildUnit],
         result: TuneResult,
     ) -> None:
         self.tuner = tuner
@@ -671,6 +679,9 @@ class _Stage1:
         self.result = result
         own = own_values(tuner.spec, cs.runtime_combos[0])
         self.combo = own if own in cs.runtime_combos else cs.runtime_combos[0]
+        self.unit_ids = [u.id for u in units]
+        self.bars: dict[str, Baseline] = {}
+        self.reused: set[str] = set()
         self.queue: list[tuple[BuildUnit, BuildRecord]] = []
         self.cond = threading.Condition()
         self.closed = False
@@ -706,8 +717,10 @@ class _Stage1:
                 while not self.queue and not self.closed:
                     self.cond.wait()
                 if not self.queue:
-                    return
+                    break
                 unit, _record = self.queue.pop(0)
+            if not self.bars:
+                self._time_bars()
             for key in self.keys:
                 if self.tuner.cancel.is_set():
                     return
@@ -718,12 +731,48 @@ class _Stage1:
                     self.result.measurements.append(m)
                     self.tuner._tick(m.ok)
                     self._best()
+        if self.bars and not self.tuner.cancel.is_set():
+            self._time_bars()
+
+    def _time_bars(self) -> None:
+        """One cuBLAS run per shape with the stage-1 timing. The first call adds the bars to
+        the result, or takes the last run's bar of a shape whose stage-1 measurements all
+        come from that run (kls.tune.resume); a bar taken so is not timed again."""
+        for key in self.keys:
+            if self.tuner.cancel.is_set():
+                return
+            if key not in self.bars:
+                self.bars[key] = self._new_bar(key)
+                if key in self.reused:
+                    continue
+            elif key in self.reused:
+                continue
+            self.tuner.time_bar(self.gpu, self.bars[key], self.tuner.options.stage1)
+
+    def _new_bar(self, key: str) -> Baseline:
+        prior = self.tuner.prior
+        wanted = [key_of(uid, key, self.combo, 1) for uid in self.unit_ids]
+        reused = prior.bar(key, 1, wanted) if prior is not None else None
+        bar = dataclasses.replace(reused) if reused else Baseline(key, False, stage=1)
+        with self.tuner.lock:
+            self.result.baselines.append(bar)
+            if reused is not None:
+                self.reused.add(key)
+                self.tuner._tick(True)
+                self.tuner._tick(True)
+        return bar
 
     def _best(self) -> None:
         rows = [m for m in self.result.measurements if m.ok and m.stage == 1 and m.tflops]
         if rows:
             top = max(rows, key=lambda m: m.tflops or 0.0)
-            self.tuner.progress.best = f"{top.tflops:.0f} TFLOP/s at {top.shape} ({top.unit})"
+            bar = self.bars.get(top.shape)
+            vs = (
+                f", {bar.median_ms / top.median_ms:.2f}x cuBLAS"
+                if bar is not None and bar.median_ms and top.median_ms
+                else ""
+            )
+            self.tuner.progress.best = f"{top.tflops:.0f} TFLOP/s at {top.shape} ({top.unit}{vs})"
 
     def measure(
         self, unit: BuildUnit, key: str, combo: dict[str, Any], stage: int, timing: Timing
@@ -759,6 +808,7 @@ class _Stage1:
             m.spread = float(t["spread"])
             m.samples = int(t["n"])
             m.tflops = flops(key) / (m.median_ms * 1e-3) / 1e12
+            m.sm_clock_mhz, m.power_w = clocks_of(answer)
         else:
             m.ok = False
             m.error = f"{answer.get('stage', '?')}: {answer.get('error', 'failed')}"
