@@ -335,7 +335,8 @@ def test_swizzle_is_a_runtime_argument_not_a_template_name(ws: Workspace) -> Non
     assert result.text is not None
     assert "arguments.scheduler.max_swizzle_size = swizzle;" in result.text
     assert isinstance(result.kernel, Torch211Kernel)
-    assert result.kernel.extra_args()[-1] == ("const uint8_t", 8)
+    # the instance's own swizzle (what the last `kls tune --apply` wrote), passed at each call
+    assert result.kernel.extra_args()[-1] == ("const uint8_t", spec.variables["swizzle"])
 
 
 def test_kls_rules_lists_the_profiles_api(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ such a list is applied with its level and renders."""
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 
 from kls.cutlass import ops
 from kls.instances import load_instances
-from kls.tune.apply import apply_winner
+from kls.tune.apply import apply_winner, level_to_write
 from kls.tune.candidates import compatible_ops, distinct, make_candidates
 from kls.tune.space import TuneSpaceError, parse_space
 
@@ -89,9 +90,13 @@ def test_bad_level_in_the_tune_table(value: object) -> None:
 
 def test_bad_level_on_an_instance_is_kt002_at_its_line(project: Path) -> None:
     config = project / "kls.toml"
-    text = config.read_text().replace(
-        "vars = { swizzle = 8 }  # the runtime",
-        'cutlass_instantiation_level = "2x22"\nvars = { swizzle = 8 }  # the runtime',
+    # (before the SM90 instance's `vars` line, whatever swizzle a tune last applied)
+    text = re.sub(
+        r"^(vars = \{ swizzle = \d+ \}  # the runtime)",
+        r'cutlass_instantiation_level = "2x22"\n\1',
+        config.read_text(),
+        count=1,
+        flags=re.M,
     )
     config.write_text(text)
     found = load_instances(config).findings
@@ -120,6 +125,15 @@ def test_a_winner_from_a_larger_list_is_applied_with_its_level_and_renders(
     spec = load_instances(config).instances[SM90]
     assert (spec.op, spec.instantiation_level) == (original, "0")
     assert config.read_text().count("cutlass_instantiation_level =") == 1  # the tune table's
+
+
+def test_a_winner_in_the_instances_own_list_keeps_its_level() -> None:
+    """A tune at level "2222" whose winner level "0" lists too writes no level: the instance's
+    op list stays the small, quick one."""
+    spec = load_instances(TEMPLATES / "kls.toml").instances[SM90]
+    assert spec.op is not None and spec.instantiation_level == "0"
+    assert level_to_write(spec.op, "2222", "0", spec.arch) == "0"
+    assert level_to_write(SMALL_TILE, "2222", "0", spec.arch) == "2222"
 
 
 def test_an_op_of_a_larger_list_named_without_its_level_says_which_list(project: Path) -> None:

@@ -51,7 +51,7 @@ class ProgressLine:
 
 
 def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
-    from kls.tune.apply import ApplyError, apply_winner
+    from kls.tune.apply import ApplyError, apply_winner, level_to_write
     from kls.tune.plot import svg
     from kls.tune.runner import TuneError, TuneOptions, Tuner, results_folder
 
@@ -105,7 +105,9 @@ def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
                     spec.name,
                     result.winner.op,
                     {**unit.build_vars, **result.winner.vars},
-                    unit.level,
+                    level_to_write(
+                        result.winner.op, unit.level, spec.instantiation_level, spec.arch
+                    ),
                 )
             except ApplyError as exc:
                 print(f"kls: {exc}", file=sys.stderr)
