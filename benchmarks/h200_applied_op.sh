@@ -4,13 +4,7 @@
 # then the GPU tests (which build, verify and time every shipped instance). One call, ~5 min.
 # Usage (repo root; in .whl/ the nvidia-cutlass, tree-sitter and tree-sitter-cuda wheels):
 #   bash benchmarks/h200_applied_op.sh
-set -u
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/server:$PWD KLS_CACHE_DIR=$PWD/.kls/cache PYTHONUNBUFFERED=1
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
+source benchmarks/h200_env.sh
 old="cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x256x64_2x1x1_0_tnn_align8"
 old="${old}_warpspecialized_cooperative_epi_tma"
 cp templates/kls.toml /tmp/kls.toml.orig

@@ -3,14 +3,8 @@
 # short timing against stage 2's), then the GPU tests. One call of about 8 minutes.
 # Usage (repo root; in .whl/ the nvidia-cutlass, tree-sitter and tree-sitter-cuda wheels):
 #   bash benchmarks/h200_tune_check.sh
-set -u
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/server:$PWD KLS_CACHE_DIR=$PWD/.kls/cache PYTHONUNBUFFERED=1
+source benchmarks/h200_env.sh
 inst=torch211_sm90_bf16_4096
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
 cp templates/kls.toml /tmp/kls.toml.orig
 # Three of the suite's shapes (one of each M), swizzle 1 and 8, six ops and the instance's own.
 python3 - <<'PY'

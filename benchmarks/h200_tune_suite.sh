@@ -11,14 +11,9 @@
 #   bash benchmarks/h200_tune_suite.sh build|tune      (INDUCTOR=0 ... build: no Inductor run)
 set -u
 step=$1
-out=${OUT:-/tmp/out}
-mkdir -p "$out"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl || exit 1
-export PYTHONPATH=/tmp/site:$PWD/server KLS_CACHE_DIR=$PWD/.kls/cache PYTHONUNBUFFERED=1
+source benchmarks/h200_env.sh
 tmpl=templates/inductor/gemm_cutlass3x.cu.jinja
 inst=torch211_sm90_bf16_4096
-nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,power.limit --format=csv,noheader
 if [ "$step" = build ]; then
   rm -f "$out/builds_done"
   ( timeout -s INT 540 python3 -m kls.cli tune $tmpl -i $inst --build-only --json --jobs 14 \
