@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -192,7 +193,8 @@ def test_each_stage_is_judged_against_its_own_cublas_bar(
         if row[0] == "stage1"
     }
     m = next(m for m in result.measurements if m.stage == 1)
-    assert stage1[(m.shape, m.unit)] == pytest.approx(bars[1][m.shape] / (m.median_ms or 1))
+    ratio = bars[1][m.shape] / (m.median_ms or 1)
+    assert stage1[(m.shape, m.unit)] == pytest.approx(ratio, rel=1e-5)  # (the CSV's 6 digits)
     assert result.baselines[0].sm_clock_mhz == 1755.0 and m.sm_clock_mhz == 1755.0
 
 
@@ -331,3 +333,109 @@ def test_resume_reuses_what_the_last_run_measured(
     ).run()
     assert len(log.read_text().splitlines()) == len(other.measurements) + 2 * len(other.baselines)
     assert any("not reused" in n for n in other.notes)
+
+
+def test_resume_takes_only_whole_bars_and_looks_past_failed_builds(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished run with a failed build is resumed without timing anything (its stage-1
+    bars were not waiting for the failed unit); a run stopped between a stage-1 bar's two
+    cuBLAS runs has that bar timed again, whole."""
+    from kls.tune.results import write_files
+
+    _fake_builds(monkeypatch, tmp_path, fail="256x256x64_1x2x1")
+    _small_space(project / "kls.toml", 'op_filter = { contains = ["x64_1x2x1"] }')
+    spec = spec_of(project / "kls.toml", SM90)
+    first = Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)).run()
+    assert first.builds_failed == 1
+    Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)).checkpoint(first)
+    log = tmp_path / "requests.log"
+    monkeypatch.setenv("KLS_FAKE_LOG", str(log))
+    Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1, resume=True)).run()
+    assert not log.exists() or log.read_text() == ""
+
+    # Cancelled among the closing cuBLAS runs of stage 1: some bars have one run only.
+    _fake_builds(monkeypatch, tmp_path)
+    cancel = threading.Event()
+
+    def stop_late(p: object) -> None:
+        if getattr(p, "phase", "") != "stage 2" and p.timed >= p.timed_total - 6:  # type: ignore[attr-defined]
+            cancel.set()
+
+    tuner = Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1), stop_late, cancel)
+    half = tuner.run()
+    write_files(half, tuner.folder, None)  # what the CLI writes on Ctrl-C
+    assert sorted(len(b.runs_ms) for b in half.baselines if b.stage == 1)[0] == 1
+    log.write_text("")
+    again = Tuner(spec, TuneOptions(limit=3, worker=FAKE_WORKER, slots=1, resume=True)).run()
+    assert all(len(b.runs_ms) == 2 for b in again.baselines if b.stage == 1)
+    assert any(t.startswith("cublas-stage1@") for t in log.read_text().splitlines())
+
+
+def test_an_error_mid_tune_times_nothing_after_it(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error while stage 1 waits for builds ends the run: the stage-1 thread takes no
+    closing cuBLAS runs and no GPU worker is started again after the session ended."""
+    import time
+
+    import kls.tune.runner as runner
+
+    _fake_builds(monkeypatch, tmp_path)
+    fake = executors.build_task
+
+    def slow(task: executors.BuildTask, cancel: object = None) -> executors.BuildOutcome:
+        time.sleep(0.3)
+        return fake(task, cancel)
+
+    monkeypatch.setattr(executors, "build_task", slow)
+    record = runner.Tuner._record_build
+    seen: list[int] = []
+
+    def broken(self: Tuner, *args: object) -> None:
+        seen.append(1)
+        if len(seen) == 2:
+            raise OSError("No space left on device")
+        record(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(runner.Tuner, "_record_build", broken)
+    _small_space(project / "kls.toml", 'op_filter = { contains = ["x64_1x2x1"] }')
+    log = tmp_path / "requests.log"
+    monkeypatch.setenv("KLS_FAKE_LOG", str(log))
+    options = TuneOptions(limit=3, worker=FAKE_WORKER, slots=1)  # builds 0.3 s apart
+    tuner = Tuner(spec_of(project / "kls.toml", SM90), options)
+    with pytest.raises(OSError):
+        tuner.run()
+    asked = log.read_text().splitlines()
+    assert asked  # stage 1 had begun
+    time.sleep(1.0)
+    assert log.read_text().splitlines() == asked  # nothing timed after the error
+    assert tuner._session is not None and tuner._session.proc is None
+
+
+def test_a_worker_that_cannot_start_again_is_a_failed_request(tmp_path: Path) -> None:
+    """A kernel crashed the worker and a new one cannot start (the GPU fell off the bus, say):
+    the next request fails with the reason, it does not raise out of the tune."""
+    from kls.tune.gpu import GpuSession
+
+    marker = tmp_path / "started"
+    script = (
+        "import json, os, sys\n"
+        f"marker = {str(marker)!r}\n"
+        "if os.path.exists(marker):\n"
+        "    print('cuInit failed: no device', file=sys.stderr); sys.exit(3)\n"
+        "open(marker, 'w').close()\n"
+        "sys.stdin.readline()\n"
+        "print(json.dumps({'ready': True, 'device': {'name': 'Fake GPU'}}), flush=True)\n"
+        "sys.stdin.readline()\n"
+        "os._exit(1)\n"  # dies on its first request
+    )
+    gpu = GpuSession({}, [sys.executable, "-c", script], timeout_s=10)
+    gpu.start()
+    crashed = gpu.request({"id": "a", "kind": "baseline"})
+    assert (crashed["ok"], crashed["stage"]) == (False, "crash")
+    again = gpu.request({"id": "b", "kind": "baseline"})
+    assert (again["ok"], again["stage"]) == (False, "crash")
+    assert "could not start" in again["error"] and "no device" in again["error"]
+    gpu.finish()
+    assert gpu.request({"id": "c"})["stage"] == "cancelled"

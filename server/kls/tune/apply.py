@@ -62,11 +62,11 @@ def apply_winner(
 def level_to_write(op: str, op_level: str, instance_level: str, arch: str) -> str:
     """The level to write with `op`: the instance's own when its list holds `op` too (a small
     level generates its list in a fraction of the time), else the level whose list held it."""
-    from kls.cutlass.ops import OpLookupError, resolve_op_name
+    from kls.cutlass.ops import resolve_op_name
 
     try:
         resolve_op_name(op, (), arch, instance_level)
-    except OpLookupError:
+    except Exception:  # not listed (OpLookupError), or the list could not be generated
         return op_level
     return instance_level
 

@@ -40,6 +40,7 @@ class GpuSession:
         self.restarts = 0
         self.stderr_tail: list[str] = []
         self.cancelled = False
+        self.finished = False
 
     def _start(self) -> None:
         self.lines = queue.Queue()
@@ -51,7 +52,7 @@ class GpuSession:
             text=True,
             start_new_session=True,  # a hung kernel is killed with its whole group
         )
-        threading.Thread(target=self._read, args=(self.proc,), daemon=True).start()
+        threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
         threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
         ready = self._send(self.setup, SETUP_TIMEOUT_S)
         if ready is None or not ready.get("ready"):
@@ -61,11 +62,12 @@ class GpuSession:
         self.device = ready.get("device", {})
         self.l2_flush_bytes = int(ready.get("l2_flush_bytes", 0))
 
-    def _read(self, proc: subprocess.Popen[str]) -> None:
+    def _read(self, proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+        """Into this worker's own queue: a killed worker's end never reaches its successor."""
         assert proc.stdout is not None
         for line in proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
+            lines.put(line)
+        lines.put(None)
 
     def _drain(self, proc: subprocess.Popen[str]) -> None:
         assert proc.stderr is not None
@@ -108,10 +110,13 @@ class GpuSession:
 
     def request(self, value: dict[str, Any]) -> dict[str, Any]:
         stopped = {"id": value.get("id"), "ok": False, "stage": "cancelled", "error": "cancelled"}
-        if self.cancelled:
+        if self.cancelled or self.finished:
             return stopped
         if self.proc is None:
-            self._start()
+            try:
+                self._start()  # after a crash or a hang
+            except GpuUnavailable as exc:
+                return {"id": value.get("id"), "ok": False, "stage": "crash", "error": str(exc)}
             self.restarts += 1
         answer = self._send(value, self.timeout_s)
         if self.cancelled:
@@ -150,6 +155,12 @@ class GpuSession:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
+
+    def finish(self) -> None:
+        """The session is over: stop the worker, and answer any later request 'cancelled'
+        instead of starting a new one."""
+        self.finished = True
+        self.close()
 
     def close(self) -> None:
         proc, self.proc = self.proc, None

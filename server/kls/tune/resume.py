@@ -32,6 +32,7 @@ class Prior:
     timestamp: float = 0.0
     measurements: dict[MeasurementKey, Measurement] = field(default_factory=dict)
     baselines: dict[tuple[str, int], Baseline] = field(default_factory=dict)  # (shape, stage)
+    built: set[str] = field(default_factory=set)  # units the last run built
     used: int = 0
 
     def take(
@@ -43,10 +44,13 @@ class Prior:
         return m
 
     def bar(self, shape: str, stage: int, wanted: list[MeasurementKey]) -> Baseline | None:
-        """The last run's cuBLAS bar of (shape, stage), if every one of `wanted` (that
+        """The last run's cuBLAS bar of (shape, stage), if it was timed before and after the
+        candidates (a run stopped in between left one) and every one of `wanted` (that
         stage's measurements of the shape) comes from the last run too."""
         base = self.baselines.get((shape, stage))
-        return base if base is not None and all(k in self.measurements for k in wanted) else None
+        if base is None or len(base.runs_ms) < 2:
+            return None
+        return base if all(k in self.measurements for k in wanted) else None
 
 
 def load_prior(path: Path, result: TuneResult, device: dict[str, Any]) -> tuple[Prior | None, str]:
@@ -66,6 +70,9 @@ def load_prior(path: Path, result: TuneResult, device: dict[str, Any]) -> tuple[
         if isinstance(raw, dict) and raw.get("ok") and set(raw) <= fields:
             m = Measurement(**raw)
             prior.measurements[key_of(m.unit, m.shape, m.vars, m.stage)] = m
+    prior.built = {
+        str(b.get("unit")) for b in data.get("builds", []) if isinstance(b, dict) and b.get("ok")
+    }
     base_fields = set(Baseline.__dataclass_fields__)
     for raw in data.get("baselines", []):
         if isinstance(raw, dict) and raw.get("ok") and set(raw) <= base_fields:

@@ -65,6 +65,7 @@ from kls.tune.space import TuneSpace, load_space, runtime_variables
 RENDER_SECONDS = 120.0  # a fresh render process first generates the CUTLASS op list
 STAGE2_PER_SHAPE = 1
 STAGE2_OPS = 6
+STOP_JOIN_S = 10.0  # for the stage-1 thread's request in flight, after an error or a cancel
 STAGE2_MAX_OPS = 8  # shapes' own winners may take stage 2 past STAGE2_OPS, up to this
 STAGE1_TIMING = Timing(
     warmup_s=0.05, min_samples=20, min_seconds=0.05, max_samples=400, target_spread=0.02,
@@ -231,7 +232,7 @@ class Tuner:
                 if note:
                     result.notes.append(note)
             stage1 = _Stage1(self, gpu, plans, keys, cs, units, result)
-            self.progress.timed_total = (len(units) + 2) * len(keys)  # (+ cuBLAS, twice)
+            self.progress.timed_total = (len(units) + 2) * len(stage1.keys)  # (+ cuBLAS, twice)
         try:
             self._build(units, result, stage1)
             if stage1 is not None and gpu is not None and not self.cancel.is_set():
@@ -240,7 +241,8 @@ class Tuner:
                 self._stage2(gpu, stage1, units, cs, keys, current, result)
         finally:
             if stage1 is not None:
-                stage1.stop()
+                stage1.stop()  # (an error or a cancel: nothing more is timed)
+                stage1.thread.join(timeout=STOP_JOIN_S)
             if self.prior is not None:
                 result.notes.append(
                     f"--resume: {self.prior.used} measurement(s) taken from the run of "
@@ -249,7 +251,7 @@ class Tuner:
             self._done = True
             if gpu is not None:
                 result.device = gpu.device
-                gpu.close()
+                gpu.finish()
         result.cancelled = self.cancel.is_set()
         return result
 
@@ -685,6 +687,7 @@ class _Stage1:
         self.queue: list[tuple[BuildUnit, BuildRecord]] = []
         self.cond = threading.Condition()
         self.closed = False
+        self.stopped = False
         self.records: dict[str, BuildRecord] = {}
         self.swap: dict[str, bool] = {}
         self.thread = threading.Thread(target=self._loop, daemon=True)
@@ -706,8 +709,10 @@ class _Stage1:
         self.thread.join()
 
     def stop(self) -> None:
+        """End now (an error or a cancel): no more candidates, and no closing cuBLAS runs."""
         with self.cond:
             self.closed = True
+            self.stopped = True
             self.queue.clear()
             self.cond.notify()
 
@@ -731,15 +736,15 @@ class _Stage1:
                     self.result.measurements.append(m)
                     self.tuner._tick(m.ok)
                     self._best()
-        if self.bars and not self.tuner.cancel.is_set():
-            self._time_bars()
+        if self.bars and not self.tuner.cancel.is_set() and not self.stopped:
+            self._time_bars()  # the closing run of each bar, after a normal finish()
 
     def _time_bars(self) -> None:
         """One cuBLAS run per shape with the stage-1 timing. The first call adds the bars to
         the result, or takes the last run's bar of a shape whose stage-1 measurements all
         come from that run (kls.tune.resume); a bar taken so is not timed again."""
         for key in self.keys:
-            if self.tuner.cancel.is_set():
+            if self.tuner.cancel.is_set() or self.stopped:
                 return
             if key not in self.bars:
                 self.bars[key] = self._new_bar(key)
@@ -751,8 +756,10 @@ class _Stage1:
 
     def _new_bar(self, key: str) -> Baseline:
         prior = self.tuner.prior
-        wanted = [key_of(uid, key, self.combo, 1) for uid in self.unit_ids]
-        reused = prior.bar(key, 1, wanted) if prior is not None else None
+        reused = None
+        if prior is not None:  # (a unit whose build failed last time has nothing to reuse)
+            built = [uid for uid in self.unit_ids if uid in prior.built]
+            reused = prior.bar(key, 1, [key_of(uid, key, self.combo, 1) for uid in built])
         bar = dataclasses.replace(reused) if reused else Baseline(key, False, stage=1)
         with self.tuner.lock:
             self.result.baselines.append(bar)
