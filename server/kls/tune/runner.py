@@ -65,7 +65,7 @@ from kls.tune.space import TuneSpace, load_space, runtime_variables
 RENDER_SECONDS = 120.0  # a fresh render process first generates the CUTLASS op list
 STAGE2_PER_SHAPE = 1
 STAGE2_OPS = 6
-STOP_JOIN_S = 10.0  # for the stage-1 thread's request in flight, after an error or a cancel
+STOP_JOIN_S = 10.0  # for the stage-1 thread to see the stop, after an error or a cancel
 STAGE2_MAX_OPS = 8  # shapes' own winners may take stage 2 past STAGE2_OPS, up to this
 STAGE1_TIMING = Timing(
     warmup_s=0.05, min_samples=20, min_seconds=0.05, max_samples=400, target_spread=0.02,
@@ -242,6 +242,8 @@ class Tuner:
         finally:
             if stage1 is not None:
                 stage1.stop()  # (an error or a cancel: nothing more is timed)
+                if stage1.thread.is_alive() and gpu is not None:
+                    gpu.cancel()  # its request in flight ends now (a Ctrl-C must not wait)
                 stage1.thread.join(timeout=STOP_JOIN_S)
             if self.prior is not None:
                 result.notes.append(
@@ -494,7 +496,7 @@ class Tuner:
                 "timing": dataclasses.asdict(timing),
             }
         )
-        if self.cancel.is_set():
+        if self.cancel.is_set() or answer.get("stage") == "cancelled":
             return
         self._tick(bool(answer.get("ok")))
         if not answer.get("ok"):
@@ -727,11 +729,11 @@ class _Stage1:
             if not self.bars:
                 self._time_bars()
             for key in self.keys:
-                if self.tuner.cancel.is_set():
+                if self.tuner.cancel.is_set() or self.stopped:
                     return
                 m = self.measure(unit, key, self.combo, 1, self.tuner.options.stage1)
-                if self.tuner.cancel.is_set():
-                    return
+                if self.tuner.cancel.is_set() or self.stopped:
+                    return  # (a measurement the stop cut short is no result)
                 with self.tuner.lock:
                     self.result.measurements.append(m)
                     self.tuner._tick(m.ok)
