@@ -129,7 +129,10 @@ async def test_tune_command_publishes_winner_and_margin(
     data = json.loads(results.read_text())
     assert data["winner"]["op"] == answer["winner"] and data["source_hash"]
 
-    found = await lsp_harness.wait_diagnostics(uri, source="kls-tune", where=bool, since=mark)
+    def final(found: list[dict[str, Any]]) -> bool:  # (a check during the tune shows its
+        return bool(found) and "partial results" not in found[0]["message"]  # checkpoint)
+
+    found = await lsp_harness.wait_diagnostics(uri, source="kls-tune", where=final, since=mark)
     (diagnostic,) = found
     assert diagnostic["severity"] == lsp.DiagnosticSeverity.Information
     assert diagnostic["code"] == "KT710" and diagnostic["range"]["start"]["line"] == line
@@ -253,3 +256,20 @@ async def test_tune_arguments_and_no_instance(lsp_harness: Harness, tmp_path: Pa
 
 def spec(workspace: Path) -> Any:
     return load_instances(workspace / "kls.toml").instances[SM80]
+
+
+def test_a_checkpoint_reads_as_partial_not_as_a_failed_tune() -> None:
+    """results.json written mid-run (the tune checkpoints after stage 1) has no winner yet:
+    the editor must not say the tune verified nothing."""
+    from kls.lsp.tune import TuneView
+
+    builds = [{"unit": "a", "ok": True}, {"unit": "b", "ok": False}]
+    view = TuneView({"instance": SM80, "partial": True, "builds": builds}, path="r.json")
+    assert "partial results of a run that is still going" in view.message()
+    assert "no configuration" not in view.message() + view.summary()
+    assert (
+        view.summary()
+        == "tune: running, or stopped before the end (1 of 2 candidates built, 1 failed)"
+    )
+    done = TuneView({"instance": SM80, "builds": builds}, path="r.json")
+    assert "no configuration was verified" in done.message()

@@ -58,6 +58,11 @@ class TuneView:
     def cancelled(self) -> bool:
         return bool(self.data.get("cancelled"))
 
+    @property
+    def partial(self) -> bool:
+        """A checkpoint: the run was still going (or was killed before it ended)."""
+        return bool(self.data.get("partial"))
+
     def _builds(self) -> list[dict[str, Any]]:
         return [b for b in self.data.get("builds") or [] if isinstance(b, dict)]
 
@@ -107,6 +112,8 @@ class TuneView:
         if self.build_only:
             why = "no GPU, built only" if self.no_gpu else "built only"
             text = f"tune ({why}): {self._built()}"
+        elif self.partial:
+            text = f"tune: running, or stopped before the end ({self._built()})"
         elif winner is None:
             text = "tune: no configuration verified on every shape"
         elif self._same():
@@ -133,6 +140,11 @@ class TuneView:
             failed = next((b for b in self._builds() if b.get("ok") is False), None)
             if failed is not None and failed.get("error"):
                 text += f" First failure: {str(failed['error'])[:200]}"
+        elif self.partial:
+            text = (
+                f"kls tune {instance}: partial results of a run that is still going or was "
+                f"stopped before it ended ({self._built()}); see {self.path or 'results.json'}."
+            )
         elif winner is None:
             text = (
                 f"kls tune {instance}: no configuration was verified on every shape "

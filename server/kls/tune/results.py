@@ -114,6 +114,7 @@ class TuneResult:
     notes: list[str] = field(default_factory=list)
     build_only: bool = False
     cancelled: bool = False
+    partial: bool = False  # a checkpoint, written while the run went on (or a run killed since)
     files: dict[str, str] = field(default_factory=dict)
     # `kls.bench.run.source_hash` of the instance's render when the tune started: the editor
     # marks the result stale once the template or the instance renders differently.

@@ -275,7 +275,7 @@ class Tuner:
         from kls.tune.results import write_files
 
         with contextlib.suppress(OSError):
-            write_files(result, self.folder, None)
+            write_files(dataclasses.replace(result, partial=True), self.folder, None)
 
     def _current_unit(self, cs: CandidateSet) -> BuildUnit | None:
         op = self.spec.op
