@@ -439,3 +439,29 @@ def test_a_worker_that_cannot_start_again_is_a_failed_request(tmp_path: Path) ->
     assert "could not start" in again["error"] and "no device" in again["error"]
     gpu.finish()
     assert gpu.request({"id": "c"})["stage"] == "cancelled"
+
+
+def test_an_unreachable_ray_address_fails_fast_with_what_to_do() -> None:
+    """`ray.init` retries an address nothing answers at for minutes; kls checks it first."""
+    import socket
+    import time
+
+    from kls.tune.executors import RayUnavailable, check_reachable
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(
+        RayUnavailable, match=r"cannot reach the Ray cluster at 127\.0\.0\.1:"
+    ) as info:
+        check_reachable(f"127.0.0.1:{port}")
+    assert "ray start --head" in str(info.value) and time.monotonic() - started < 6
+    with pytest.raises(RayUnavailable, match="is not HOST:PORT"):
+        check_reachable("my-head-node")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}")  # answers: no error
+    check_reachable(None)
+    check_reachable("auto")

@@ -19,6 +19,7 @@ import contextlib
 import logging
 import os
 import platform
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -212,6 +213,31 @@ class RayUnavailable(Exception):
     pass
 
 
+RAY_CONNECT_S = 5.0
+
+
+def check_reachable(address: str | None, seconds: float = RAY_CONNECT_S) -> None:
+    """Fail fast on a cluster address nothing answers at: `ray.init` retries such an address
+    for minutes, printing Ray's own warnings. Only HOST:PORT (and ray://HOST:PORT) are
+    checked; None, "auto" and "local" are Ray's to resolve."""
+    if not address or address in ("auto", "local"):
+        return
+    hostport = address.removeprefix("ray://")
+    host, _, port = hostport.rpartition(":")
+    if not host or not port.isdigit():
+        raise RayUnavailable(
+            f"--ray-address {address!r} is not HOST:PORT (the head node's GCS port, 6379 "
+            "unless `ray start --head --port` chose another)"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=seconds).close()
+    except OSError as exc:
+        raise RayUnavailable(
+            f"cannot reach the Ray cluster at {address} ({exc}); is `ray start --head` running "
+            "there, and is the port open from here?"
+        ) from None
+
+
 class RayExecutor:
     """Each build a Ray task with `num_cpus` and `memory` declared."""
 
@@ -222,10 +248,12 @@ class RayExecutor:
             import ray
         except ImportError:
             raise RayUnavailable(
-                "--executor ray needs Ray: pip install 'kls[ray]' (or pip install ray)"
+                "--executor ray needs Ray: pip install ray (or, in a kls checkout, "
+                "pip install -e '.[ray]')"
             ) from None
         self._ray: Any = ray
         self.address = address
+        check_reachable(address)
         self._refs: list[Any] = []
         self._cancelled = False
         try:
