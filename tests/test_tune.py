@@ -465,3 +465,25 @@ def test_an_unreachable_ray_address_fails_fast_with_what_to_do() -> None:
         check_reachable(f"ray://127.0.0.1:{server.getsockname()[1]}")  # answers: no error
     check_reachable(None)
     check_reachable("auto")
+
+
+def test_a_run_without_a_winner_keeps_the_last_one_that_had_one(tmp_path: Path) -> None:
+    """A --build-only, cancelled or failed run after a full tune: the full tune's results.json
+    is kept as results.previous.json, not overwritten."""
+    from kls.tune.results import Choice, write_files
+
+    def run(winner: bool, **kw: object) -> TuneResult:
+        r = TuneResult("i", "t.jinja", "kls.toml", "local", 0.0, ["1x2x3"], **kw)  # type: ignore[arg-type]
+        r.winner = Choice("u", "op", {"swizzle": 1}, 0.97, {"1x2x3": 0.97}) if winner else None
+        return r
+
+    write_files(run(True), tmp_path, None)
+    timed = (tmp_path / "results.json").read_text()
+    later = run(False, build_only=True)
+    write_files(later, tmp_path, None)
+    assert (tmp_path / "results.previous.json").read_text() == timed
+    assert json.loads((tmp_path / "results.json").read_text())["build_only"] is True
+    assert any("results.previous.json" in n for n in later.notes)
+    # A result without a winner is not kept over another (nothing would be lost).
+    write_files(run(False, cancelled=True), tmp_path, None)
+    assert (tmp_path / "results.previous.json").read_text() == timed

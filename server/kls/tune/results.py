@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import math
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -219,8 +221,32 @@ def _f(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
+PREVIOUS = "results.previous.json"
+
+
+def keep_previous_winner(result: TuneResult, folder: Path) -> None:
+    """A run without a winner (--build-only, cancelled, every candidate failed, a mid-run
+    checkpoint) does not wipe out the last run that found one: that results.json is kept as
+    results.previous.json, and a note says so."""
+    path = folder / "results.json"
+    if result.winner is not None:
+        return
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(old, dict) and old.get("winner") and not old.get("partial"):
+        with contextlib.suppress(OSError):
+            os.replace(path, folder / PREVIOUS)
+            result.notes.append(
+                f"the last results with a winner are kept in {folder / PREVIOUS} (this run "
+                "found none)"
+            )
+
+
 def write_files(result: TuneResult, folder: Path, plot_svg: str | None) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
+    keep_previous_winner(result, folder)
     files = {"json": str(folder / "results.json"), "csv": str(folder / "results.csv")}
     if plot_svg is not None:
         files["plot"] = str(folder / "plot.svg")
