@@ -372,16 +372,29 @@ def _print_config_problems(instances: InstanceSet) -> None:
 
 def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> InstanceSpec | None:
     spec = instances.instances.get(args.instance)
+    readers = instances.depends_on(args.template)
+    known = ", ".join(sorted(i.name for i in readers)) or "none"
     if spec is None:
         from kls.suggest import did_you_mean
 
         _print_config_problems(instances)
+        if not instances.instances and instances.findings:
+            print(f"kls: no instance '{args.instance}': the config above could not be used",
+                  file=sys.stderr)  # fmt: skip
+            return None
         hint = did_you_mean(args.instance, instances.instances)
-        known = ", ".join(sorted(i.name for i in instances.depends_on(args.template)))
         print(
             f"kls: no instance '{args.instance}'{hint}; instances of this template: {known}",
             file=sys.stderr,
         )
+        return None
+    if spec not in readers and Path(args.template).suffix not in (".toml",):
+        print(
+            f"kls: instance '{args.instance}' renders {spec.template}, which is not "
+            f"{args.template} and does not read it; instances of this template: {known}",
+            file=sys.stderr,
+        )
+        return None
     return spec
 
 

@@ -93,13 +93,15 @@ async def test_tune_lens_beside_the_others(lsp_harness: Harness, workspace: Path
     ]
     assert [lens["data"]["kind"] for lens in lenses if "data" in lens] == ["benchmark", "tune"]
     assert await tune_lens_title(lsp_harness, uri, line) == "Tune"  # no tune yet
-    # And above def_kernel in the older API's templates.
-    softmax = workspace / "softmax.cu.jinja"
-    other = lsp_harness.open(softmax.as_uri(), softmax.read_text())
-    lenses = await lsp_harness.request(
-        lsp.TEXT_DOCUMENT_CODE_LENS, {"textDocument": {"uri": other}}
-    )
-    assert [lens["data"]["kind"] for lens in lenses if "data" in lens] == ["benchmark", "tune"]
+    # And above def_kernel in the older API's GEMM templates; not above a kernel that is no
+    # CUTLASS GEMM (kls tune would only answer "nothing to tune").
+    for name, kinds in (("cutlass3x_gemm", ["benchmark", "tune"]), ("softmax", ["benchmark"])):
+        path = workspace / f"{name}.cu.jinja"
+        other = lsp_harness.open(path.as_uri(), path.read_text())
+        lenses = await lsp_harness.request(
+            lsp.TEXT_DOCUMENT_CODE_LENS, {"textDocument": {"uri": other}}
+        )
+        assert [lens["data"]["kind"] for lens in lenses if "data" in lens] == kinds, name
 
 
 async def tune_sm80(

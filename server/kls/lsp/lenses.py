@@ -16,7 +16,11 @@ from kls.lsp.tune import resolve_tune_lens, signature_ranges, tune_inlay_hints, 
 from kls.template.model import TemplateModel
 
 
-def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[lsp.CodeLens]:
+def code_lenses(
+    model: TemplateModel, uri: str, instance: str | None, tunable: bool = False
+) -> list[lsp.CodeLens]:
+    """Preview, Compile, Benchmark, and Tune where the active instance is a CUTLASS GEMM (what
+    `kls tune` can tune; for another kernel it would only answer 'nothing to tune')."""
     lenses: list[lsp.CodeLens] = []
     for anchor in signature_ranges(model):  # def_kernel, or torch-2.11's kernel_call_signature
         rng = to_lsp_range(anchor)
@@ -28,7 +32,8 @@ def code_lenses(model: TemplateModel, uri: str, instance: str | None) -> list[ls
                 )
             )
         lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "benchmark"}))
-        lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "tune"}))
+        if tunable:
+            lenses.append(lsp.CodeLens(range=rng, data={"uri": uri, "kind": "tune"}))
     return lenses
 
 
@@ -55,7 +60,8 @@ async def on_code_lens(ls: KlsServer, params: lsp.CodeLensParams) -> list[lsp.Co
         return await python_documents.code_lenses(ls, params)
     model = await ls.model(uri)
     spec = ls.active_instance(ls.path(uri))
-    return code_lenses(model, uri, spec.name if spec else None)
+    tunable = spec is not None and spec.kind == "cutlass_gemm"
+    return code_lenses(model, uri, spec.name if spec else None, tunable)
 
 
 def on_code_lens_resolve(ls: KlsServer, lens: lsp.CodeLens) -> lsp.CodeLens:
