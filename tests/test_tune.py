@@ -487,3 +487,13 @@ def test_a_run_without_a_winner_keeps_the_last_one_that_had_one(tmp_path: Path) 
     # A result without a winner is not kept over another (nothing would be lost).
     write_files(run(False, cancelled=True), tmp_path, None)
     assert (tmp_path / "results.previous.json").read_text() == timed
+
+
+def test_a_missing_nvcc_is_one_message_before_any_build(project: Path) -> None:
+    from kls.compile.run import CompileOptions
+
+    spec = spec_of(project / "kls.toml", SM80)
+    compile_options = CompileOptions(mode="build", nvcc=str(project / "no" / "nvcc"))
+    options = TuneOptions(limit=1, build_only=True, compile=compile_options)
+    with pytest.raises(TuneError, match=r"nvcc not found .*--nvcc; nothing was built"):
+        Tuner(spec, options).run()

@@ -163,7 +163,10 @@ def _nvcc_version(nvcc: str, mtime: float) -> str:
         raise ToolchainError("KT604", f"cannot run '{nvcc} --version': {exc}") from exc
     match = re.search(r"release (\d+\.\d+), V([\d.]+)", out)
     if match is None:
-        raise ToolchainError("KT604", f"'{nvcc}' does not look like nvcc: {out.strip()[:200]}")
+        first = out.strip().splitlines()[0][:120] if out.strip() else "nothing"
+        raise ToolchainError(
+            "KT604", f"'{nvcc}' does not look like nvcc (`--version` printed: {first})"
+        )
     return match.group(2)
 
 

@@ -298,6 +298,8 @@ class Tuner:
 
     # -- builds -----------------------------------------------------------------------------
     def _build(self, units: list[BuildUnit], result: TuneResult, stage1: _Stage1 | None) -> None:
+        if self.options.executor == "local":
+            self._check_toolchain()  # (Ray's builder nodes bring their own nvcc)
         executor = make_executor(self.options, units[0].choice.op.startswith("cutlass3x"))
         result.notes.append(f"builds: {executor.describe()}")
         libs = self.folder / "libs"
@@ -339,6 +341,16 @@ class Tuner:
             executor.close()
 
     _stop_watch = False
+
+    def _check_toolchain(self) -> None:
+        """nvcc and the CUTLASS headers once, before any build: a missing or wrong nvcc is one
+        message, not the same failure for every candidate."""
+        from kls.compile.toolchain import ToolchainError, find_toolchain
+
+        try:
+            find_toolchain(self.options.compile.nvcc, self.options.compile.cutlass_include)
+        except ToolchainError as exc:
+            raise TuneError(f"{exc}; nothing was built") from None
 
     def _watch_cancel(self, executor: Executor) -> None:
         while not self._stop_watch:
