@@ -497,3 +497,28 @@ def test_a_missing_nvcc_is_one_message_before_any_build(project: Path) -> None:
     options = TuneOptions(limit=1, build_only=True, compile=compile_options)
     with pytest.raises(TuneError, match=r"nvcc not found .*--nvcc; nothing was built"):
         Tuner(spec, options).run()
+
+
+@pytest.mark.parametrize(
+    "table, words",
+    [
+        ('swizzle = [1, "a"]', "mixes numbers and strings"),
+        ("swizzle = [1, 300]", "'swizzle' is passed to the kernel at run time as an integer 0-255"),
+        ('swizzle = ["8"]', "'8' is not one"),
+        ("shapes = []", "shapes lists no shapes"),
+    ],
+)
+def test_tune_table_values_kls_would_fail_on_later(project: Path, table: str, words: str) -> None:
+    from kls.tune.space import load_space
+
+    config = project / "kls.toml"
+    text, n = re.subn(  # the SM90 tune table, with only `table` in it
+        r"(\[instances\.torch211_sm90_bf16_4096\.tune\]\n)(?:.+\n)+",
+        lambda m: m.group(1) + table + "\n",
+        config.read_text(),
+    )
+    assert n == 1
+    config.write_text(text)
+    with pytest.raises(TuneSpaceError) as info:
+        load_space(spec_of(config, SM90))
+    assert words in str(info.value)

@@ -36,7 +36,20 @@ def load_space(spec: InstanceSpec) -> TuneSpace:
     raw = table.get("tune") if table is not None else None
     if raw is None:
         return TuneSpace()
-    return parse_space(raw, f"{spec.config_path}: [instances.{spec.name}.tune]")
+    where = f"{spec.config_path}: [instances.{spec.name}.tune]"
+    space = parse_space(raw, where)
+    for name in runtime_variables(spec):  # passed to the kernel as an integer at each call
+        bad = [v for v in space.variables.get(name, ()) if not _small_int(v)]
+        if bad:
+            raise TuneSpaceError(
+                f"{where}: '{name}' is passed to the kernel at run time as an integer "
+                f"0-255; {bad[0]!r} is not one"
+            )
+    return space
+
+
+def _small_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255
 
 
 def _instance_table(data: dict[str, Any], path: Path, name: str) -> dict[str, Any] | None:

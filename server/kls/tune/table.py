@@ -62,6 +62,10 @@ def parse_space(raw: Any, where: str) -> TuneSpace:
     exclude = _strings(op_filter.get("exclude", []), f"{where}: op_filter.exclude")
     ops = _strings(raw.get("ops", []), f"{where}: ops")
     shapes = _shapes(raw.get("shapes", []), where)
+    if "shapes" in raw and not shapes:
+        raise TuneSpaceError(
+            f"{where}: shapes lists no shapes (leave the key out to time the instance's own)"
+        )
     level = _level(raw.get("cutlass_instantiation_level"), where)
     variables: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
@@ -74,6 +78,11 @@ def parse_space(raw: Any, where: str) -> TuneSpace:
             raise TuneSpaceError(f"{where}: '{key}' lists no values")
         if any(isinstance(v, (dict, list)) for v in values):
             raise TuneSpaceError(f"{where}: '{key}' must list plain values (numbers, strings)")
+        kinds = {"string" if isinstance(v, str) else "number" for v in values}
+        if len(kinds) > 1:
+            raise TuneSpaceError(
+                f"{where}: '{key}' mixes numbers and strings ({values!r}); list one kind"
+            )
         variables[key] = tuple(dict.fromkeys(values))  # duplicates once, order kept
     return TuneSpace(contains, exclude, ops, variables, shapes, level, declared=True)
 
