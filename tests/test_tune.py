@@ -522,3 +522,17 @@ def test_tune_table_values_kls_would_fail_on_later(project: Path, table: str, wo
     with pytest.raises(TuneSpaceError) as info:
         load_space(spec_of(config, SM90))
     assert words in str(info.value)
+
+
+def test_a_log_gets_the_last_progress_line_at_the_end() -> None:
+    """Not a terminal (a CI log): lines are throttled, but the final state is always written."""
+    from kls.tune.command import ProgressLine
+    from kls.tune.runner import Progress
+
+    out = io.StringIO()
+    line = ProgressLine(out, every_s=60)
+    for done in range(4):
+        line(Progress("building", builds_done=done, builds_total=3))
+    line.done()
+    written = out.getvalue().splitlines()
+    assert written == ["kls tune: building: builds 0/3", "kls tune: building: builds 3/3"]

@@ -18,7 +18,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 class ProgressLine:
     """One line rewritten in place on a terminal; elsewhere (CI logs) a line on each phase
-    change and at most one every `every_s` seconds."""
+    change, at most one every `every_s` seconds, and the last one at the end."""
 
     def __init__(self, stream: TextIO, every_s: float = 10.0) -> None:
         self.stream = stream
@@ -28,6 +28,7 @@ class ProgressLine:
         self.phase = ""
         self.width = 0
         self.lock = threading.Lock()
+        self.pending = ""  # (not a terminal) the newest line not written yet
 
     def __call__(self, progress: object) -> None:
         line = f"kls tune: {progress.line()}"  # type: ignore[attr-defined]
@@ -41,12 +42,19 @@ class ProgressLine:
             elif phase != self.phase or now - self.last >= self.every_s:
                 self.stream.write(line + "\n")
                 self.last = now
+                self.pending = ""
+            else:
+                self.pending = line
             self.phase = phase
             self.stream.flush()
 
     def done(self) -> None:
-        if self.tty and self.width:
-            self.stream.write("\n")
+        with self.lock:
+            if self.tty and self.width:
+                self.stream.write("\n")
+            elif self.pending:
+                self.stream.write(self.pending + "\n")
+                self.pending = ""
             self.stream.flush()
 
 
