@@ -536,3 +536,15 @@ def test_a_log_gets_the_last_progress_line_at_the_end() -> None:
     line.done()
     written = out.getvalue().splitlines()
     assert written == ["kls tune: building: builds 0/3", "kls tune: building: builds 3/3"]
+
+
+def test_an_op_the_tune_table_names_that_does_not_fit_is_named() -> None:
+    from kls.tune.candidates import CandidateError
+
+    spec = spec_of(TEMPLATES / "kls.toml", SM90)
+    own = spec.op or ""
+    typo = own.replace("_align8", "_align9")
+    with pytest.raises(CandidateError) as info:
+        make_candidates(spec, TuneSpace(ops=(own, typo)))
+    assert f"names '{typo}'" in str(info.value) and f"did you mean '{own}'" in str(info.value)
+    assert len(make_candidates(spec, TuneSpace(ops=(own,))).units) == 1

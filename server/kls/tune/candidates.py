@@ -216,6 +216,19 @@ def select(choices: list[OpChoice], space: TuneSpace) -> list[OpChoice]:
     return out
 
 
+def _check_named_ops(space: TuneSpace, choices: list[OpChoice]) -> None:
+    """Every op the tune table's `ops` names must be one Inductor would consider here."""
+    from kls.suggest import did_you_mean
+
+    names = {c.op for c in choices} | {c.conf_name for c in choices}
+    for op in space.ops:
+        if op not in names:
+            raise CandidateError(
+                f"the tune table's ops names '{op}', which is not among the {len(choices)} ops "
+                f"compatible with this instance at its level{did_you_mean(op, names)}"
+            )
+
+
 def spread(items: list[Any], limit: int | None) -> list[Any]:
     """`limit` items evenly spread over `items` (all of them when limit is None or larger)."""
     if limit is None or limit >= len(items):
@@ -234,6 +247,7 @@ def make_candidates(spec: InstanceSpec, space: TuneSpace, limit: int | None = No
     """Build units (ops x source-changing variables, `--limit` applied to them) and the
     runtime-variable combinations each is timed with."""
     choices = compatible_ops(spec, space.level)
+    _check_named_ops(space, choices)
     unique = distinct(choices)
     selected = select(unique, space)
     if not selected:

@@ -220,6 +220,11 @@ class Tuner:
         }
         gpu = None
         stage1: _Stage1 | None = None
+        if self.options.resume and self.options.build_only:
+            result.notes.append(
+                "--resume has nothing to take in a --build-only run: builds always come from "
+                "the compile cache"
+            )
         if not self.options.build_only:
             threading.Thread(target=self._watch_gpu, daemon=True).start()
             try:
