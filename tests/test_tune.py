@@ -548,3 +548,18 @@ def test_an_op_the_tune_table_names_that_does_not_fit_is_named() -> None:
         make_candidates(spec, TuneSpace(ops=(own, typo)))
     assert f"names '{typo}'" in str(info.value) and f"did you mean '{own}'" in str(info.value)
     assert len(make_candidates(spec, TuneSpace(ops=(own,))).units) == 1
+
+
+def test_a_tune_variable_no_template_reads_is_pointed_out(project: Path) -> None:
+    """`swizle` (a typo) would build the same kernel for each value; said, not an error. A
+    template that includes another may read it there: then nothing is said."""
+    from kls.tune.space import load_space, unread_variables
+
+    config = project / "kls.toml"
+    header = "[instances.torch211_sm80_bf16_4096.tune]\n"
+    config.write_text(config.read_text().replace(header, header + "swizle = [1, 2]\n", 1))
+    spec = spec_of(config, SM80)
+    assert unread_variables(spec, load_space(spec)) == ["swizle"]
+    template = Path(str(spec.template))
+    template.write_text('{% include "other.cuh.jinja" %}\n' + template.read_text())
+    assert unread_variables(spec, load_space(spec)) == []

@@ -60,7 +60,7 @@ from kls.tune.results import (
     shape_key,
 )
 from kls.tune.resume import Prior, key_of, load_prior
-from kls.tune.space import TuneSpace, load_space, runtime_variables
+from kls.tune.space import TuneSpace, load_space, runtime_variables, unread_variables
 
 RENDER_SECONDS = 120.0  # a fresh render process first generates the CUTLASS op list
 STAGE2_PER_SHAPE = 1
@@ -199,6 +199,11 @@ class Tuner:
             source_hash=source_hash(rendered) if rendered is not None else "",
         )
         self.result = result
+        for name in unread_variables(self.spec, space):
+            result.notes.append(
+                f"the tune table's '{name}' is not read by the instance's templates (a typo?): "
+                "its values all build the same kernel"
+            )
         units = list(cs.units)
         if current is not None and all(u.id != current.id for u in units):
             units.append(current)  # the margin over the current choice is always measured

@@ -3,6 +3,7 @@ from its config, and the variables its profile passes at run time."""
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,14 @@ from kls.instances import InstanceSpec
 from kls.runtime.torch211 import GEMM_RUNTIME_ARGS
 from kls.tune.table import TuneSpace, TuneSpaceError, parse_space
 
-__all__ = ["TuneSpace", "TuneSpaceError", "load_space", "parse_space", "runtime_variables"]
+__all__ = [
+    "TuneSpace",
+    "TuneSpaceError",
+    "load_space",
+    "parse_space",
+    "runtime_variables",
+    "unread_variables",
+]
 
 
 def runtime_variables(spec: InstanceSpec) -> tuple[str, ...]:
@@ -46,6 +54,30 @@ def load_space(spec: InstanceSpec) -> TuneSpace:
                 f"0-255; {bad[0]!r} is not one"
             )
     return space
+
+
+# A template that pulls in another: the names it reads are not all in view.
+_PULLS_IN = re.compile(r"\{%-?\s*(?:include|import|from|extends)\b")
+
+
+def unread_variables(spec: InstanceSpec, space: TuneSpace) -> list[str]:
+    """Tune-table variables that neither the instance's templates mention nor the profile
+    passes at run time nor the instance sets: a typo (`swizle`) builds the same kernel for
+    every value. Empty when a template includes, imports or extends another, or cannot be
+    read (a name may live there: no false alarm)."""
+    from kls.checks.run import read_template
+    from kls.template.model import parse_template
+
+    names: set[str] = set()
+    for ref in (spec.template, spec.argument_template, spec.epilogue_template):
+        if ref is None:
+            continue
+        text, _problem = read_template(Path(ref))
+        if text is None or _PULLS_IN.search(text):
+            return []
+        names |= set(parse_template(text).name_uses)
+    known = names | set(runtime_variables(spec)) | set(spec.variables)
+    return [n for n in space.variables if n not in known]
 
 
 def _small_int(value: Any) -> bool:
