@@ -1,6 +1,6 @@
 #!/bin/bash
 # A short `kls tune` on a lent H200 that shows both cuBLAS bars with their clocks (stage 1's
-# short timing against stage 2's), then the GPU tests. One call of about 8 minutes.
+# short timing against stage 2's), then the GPU tests. One call: 220 s on a fresh machine.
 # Usage (repo root; in .whl/ the nvidia-cutlass, tree-sitter and tree-sitter-cuda wheels):
 #   bash benchmarks/h200_tune_check.sh
 source benchmarks/h200_env.sh

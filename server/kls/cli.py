@@ -372,8 +372,8 @@ def _print_config_problems(instances: InstanceSet) -> None:
 
 def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> InstanceSpec | None:
     spec = instances.instances.get(args.instance)
-    readers = instances.depends_on(args.template)
-    known = ", ".join(sorted(i.name for i in readers)) or "none"
+    readers = {i.name for i in instances.depends_on(args.template)}
+    known = ", ".join(sorted(readers)) or "none"
     if spec is None:
         from kls.suggest import did_you_mean
 
@@ -388,7 +388,7 @@ def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> Instanc
             file=sys.stderr,
         )
         return None
-    if spec not in readers and Path(args.template).suffix not in (".toml",):
+    if spec.name not in readers and Path(args.template).suffix != ".toml":
         print(
             f"kls: instance '{args.instance}' renders {spec.template}, which is not "
             f"{args.template} and does not read it; instances of this template: {known}",

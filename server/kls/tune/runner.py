@@ -63,9 +63,9 @@ from kls.tune.resume import Prior, key_of, load_prior
 from kls.tune.space import TuneSpace, load_space, runtime_variables, unread_variables
 
 RENDER_SECONDS = 120.0  # a fresh render process first generates the CUTLASS op list
+STOP_JOIN_S = 10.0  # for the stage-1 thread to see the stop, after an error or a cancel
 STAGE2_PER_SHAPE = 1
 STAGE2_OPS = 6
-STOP_JOIN_S = 10.0  # for the stage-1 thread to see the stop, after an error or a cancel
 STAGE2_MAX_OPS = 8  # shapes' own winners may take stage 2 past STAGE2_OPS, up to this
 STAGE1_TIMING = Timing(
     warmup_s=0.05, min_samples=20, min_seconds=0.05, max_samples=400, target_spread=0.02,
@@ -772,11 +772,8 @@ class _Stage1:
                 return
             if key not in self.bars:
                 self.bars[key] = self._new_bar(key)
-                if key in self.reused:
-                    continue
-            elif key in self.reused:
-                continue
-            self.tuner.time_bar(self.gpu, self.bars[key], self.tuner.options.stage1)
+            if key not in self.reused:
+                self.tuner.time_bar(self.gpu, self.bars[key], self.tuner.options.stage1)
 
     def _new_bar(self, key: str) -> Baseline:
         prior = self.tuner.prior

@@ -45,15 +45,7 @@ def load_space(spec: InstanceSpec) -> TuneSpace:
     if raw is None:
         return TuneSpace()
     where = f"{spec.config_path}: [instances.{spec.name}.tune]"
-    space = parse_space(raw, where)
-    for name in runtime_variables(spec):  # passed to the kernel as an integer at each call
-        bad = [v for v in space.variables.get(name, ()) if not _small_int(v)]
-        if bad:
-            raise TuneSpaceError(
-                f"{where}: '{name}' is passed to the kernel at run time as an integer "
-                f"0-255; {bad[0]!r} is not one"
-            )
-    return space
+    return parse_space(raw, where, runtime_variables(spec))
 
 
 # A template that pulls in another: the names it reads are not all in view.
@@ -78,10 +70,6 @@ def unread_variables(spec: InstanceSpec, space: TuneSpace) -> list[str]:
         names |= set(parse_template(text).name_uses)
     known = names | set(runtime_variables(spec)) | set(spec.variables)
     return [n for n in space.variables if n not in known]
-
-
-def _small_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 255
 
 
 def _instance_table(data: dict[str, Any], path: Path, name: str) -> dict[str, Any] | None:

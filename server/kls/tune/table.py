@@ -47,11 +47,11 @@ class TuneSpace:
         return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
-def parse_space(raw: Any, where: str) -> TuneSpace:
+def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpace:
+    """The table, checked; `runtime` names the variables the profile passes to the kernel at
+    each call (kls.tune.space.runtime_variables), whose values must be integers 0-255."""
     if not isinstance(raw, dict):
         raise TuneSpaceError(f"{where} must be a table")
-    contains: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
     op_filter = raw.get("op_filter", {})
     if not isinstance(op_filter, dict):
         raise TuneSpaceError(f"{where}: op_filter must be a table, e.g. {{ contains = [...] }}")
@@ -82,6 +82,12 @@ def parse_space(raw: Any, where: str) -> TuneSpace:
         if len(kinds) > 1:
             raise TuneSpaceError(
                 f"{where}: '{key}' mixes numbers and strings ({values!r}); list one kind"
+            )
+        bad = [v for v in values if not _int_in(v, 0, 255)] if key in runtime else []
+        if bad:
+            raise TuneSpaceError(
+                f"{where}: '{key}' is passed to the kernel at run time as an integer 0-255; "
+                f"{bad[0]!r} is not one"
             )
         variables[key] = tuple(dict.fromkeys(values))  # duplicates once, order kept
     return TuneSpace(contains, exclude, ops, variables, shapes, level, declared=True)
@@ -114,8 +120,15 @@ def _shapes(value: Any, where: str) -> tuple[tuple[int, int, int], ...]:
         if (
             not isinstance(item, list)
             or len(item) != 3
-            or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in item)
+            or not all(_int_in(v, 1, None) for v in item)
         ):
             raise TuneSpaceError(f"{where}: each shape must be [M, N, K] of positive integers")
         out.append((item[0], item[1], item[2]))
     return tuple(dict.fromkeys(out))
+
+
+def _int_in(value: Any, low: int, high: int | None) -> bool:
+    """An integer (not a bool) in [low, high]."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return False
+    return value >= low and (high is None or value <= high)
