@@ -17,7 +17,7 @@ block = re.search(r"\[instances\.torch211_sm90_bf16_4096\]\n(?:.+\n)+", t).group
 before = re.sub(r'op = ".*"', f'op = "{sys.argv[1]}"', block.replace("4096]", "4096_before]", 1))
 p.write_text(t + "\n" + before.replace("swizzle = 1 }", "swizzle = 8 }"))
 PY
-timeout 280 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/test_bench_gpu.py 2>&1 \
+timeout 280 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/core/test_bench_gpu.py 2>&1 \
   | grep -v "PytestConfigWarning\|_warn_or_fail\|config/__init__\|^  *$" | tail -8
 for i in torch211_sm90_bf16_4096 torch211_sm90_bf16_4096_before torch211_sm90_bf16_4096 \
          torch211_sm90_bf16_4096_before; do

@@ -35,4 +35,4 @@ for s in d["best"]:
     print("best", s["shape"], s["unit"], s["vars"], s["vs_cublas"])
 PY
 cp /tmp/kls.toml.orig templates/kls.toml
-timeout 280 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/test_bench_gpu.py 2>&1 | tail -15
+timeout 280 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/core/test_bench_gpu.py 2>&1 | tail -15

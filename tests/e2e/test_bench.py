@@ -1,5 +1,5 @@
 """Benchmark results in the editor over stdio: lens, kls-bench diagnostic, inlay hint and
-staleness (each also in process: tests/unit/test_bench.py, with the no-GPU message)."""
+staleness (each also in process: tests/lsp/test_bench.py, with the no-GPU message)."""
 
 from __future__ import annotations
 

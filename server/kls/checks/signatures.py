@@ -240,7 +240,7 @@ _CHANGED_2_11 = (
 
 # What each helper renders for EXAMPLE, and its traps, per profile: the documentation source of
 # hover, completion, `kls rules --profile` and docs/TEMPLATE_API.md (python -m kls.docs).
-# tests/test_new_user.py renders every example and compares.
+# tests/core/test_new_user.py renders every example and compares.
 EXAMPLE_TENSORS = {  # a plain CUDA (kind "cuda") instance named "example"
     "X": ("bf16", (256, 128), "row"),
     "W": ("bf16", (128, 64), "col"),

@@ -8,7 +8,7 @@ tiles, clusters and schedules) is an instance's `cutlass_instantiation_level`: t
 generated at that level. Above "0" only the SM90 generators of real-valued GEMMs run (16-bit,
 tf32, int8, fp8, mixed, f64): they give exactly the Universal GEMM ops of the full
 `GenerateSM90` except the complex ones no Inductor dtype matches, in ~2.8 s at "2222" instead
-of ~13 s (tests/test_tune_levels.py compares the two lists).
+of ~13 s (tests/core/test_tune_levels.py compares the two lists).
 """
 
 from __future__ import annotations

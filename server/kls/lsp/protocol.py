@@ -2,7 +2,7 @@
 and the shape of every answer.
 
 The VS Code extension mirrors these in `vscode-extension/src/logic/protocol.ts`;
-`tests/unit/test_contracts.py` keeps the two (and package.json's settings, against
+`tests/lsp/test_contracts.py` keeps the two (and package.json's settings, against
 `kls.lsp.settings.Settings`) in step.
 """
 

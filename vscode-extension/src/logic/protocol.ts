@@ -1,5 +1,5 @@
 // What kls adds to LSP: its request and command names and the shape of every answer.
-// Mirrors server/kls/lsp/protocol.py; tests/unit/test_contracts.py keeps the two in step.
+// Mirrors server/kls/lsp/protocol.py; tests/lsp/test_contracts.py keeps the two in step.
 
 export const PREVIEW_REQUEST = "kls/preview";
 export const PREVIEW_COMMAND = "kls.preview";

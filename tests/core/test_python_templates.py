@@ -38,12 +38,9 @@ from kls.template.source import (
 )
 from tests.conftest import TEMPLATES
 
-try:  # the end-to-end helpers' home after the tests/e2e reorganisation
-    from tests.e2e.helpers import SERVER, change_doc, initialize
-except ImportError:  # pragma: no cover
-    from tests.lsp_helpers import SERVER, change_doc, initialize
+from tests.e2e.helpers import SERVER, change_doc, initialize
 
-DATA = Path(__file__).parent / "data" / "inductor"
+DATA = Path(__file__).parents[1] / "data" / "inductor"
 GEMM_PY = DATA / "gemm_template.py"
 KLS = str(Path(sys.executable).parent / "kls")
 UPSTREAM = (

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kls.sandbox.workers import shared_workers
-from tests.unit.harness import Harness
+from tests.lsp.harness import Harness
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -14,7 +14,7 @@ from kls.bench.run import source_hash
 from kls.instances import load_instances
 from kls.render import render
 from tests.conftest import gpu_available
-from tests.unit.harness import Harness, LspError
+from tests.lsp.harness import Harness, LspError
 
 
 def remember_run(workspace: Path, instance: str, ok: bool = True) -> BenchReport:

@@ -23,7 +23,7 @@ from kls.render import Limits, RenderResult, _context, _Renderer, render
 from kls.runtime.buffers import Buffer
 from kls.sandbox.policy import JINJA_VALUES, PLAIN_VALUES, AllowlistSandbox, template_api
 
-from .conftest import TEMPLATES, Workspace
+from tests.conftest import TEMPLATES, Workspace
 
 ESCAPE = (
     "{% set T = kernel.recorder.code_to_template.values()|first %}"

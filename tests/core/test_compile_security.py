@@ -32,7 +32,7 @@ from kls.compile import CompileOptions, CompileResult, compile_instance
 from kls.compile.cache import CompileCache
 from kls.compile.run import CompileCancelled
 from kls.instances import InstanceSpec, load_instances
-from tests.lsp_helpers import initialize, open_doc
+from tests.e2e.helpers import initialize, open_doc
 
 REAL_NVCC = shutil.which("nvcc")
 skip_without_nvcc = pytest.mark.skipif(REAL_NVCC is None, reason="nvcc is not installed")

@@ -1,7 +1,7 @@
 """Tuning in the editor, in process: the Tune lens, the kls.tune command (work-done progress,
 the kls-tune diagnostic and inlay hint from its results, build-only without a GPU, cancel), and
 a results.json written by `kls tune` on the command line shown the same way. Builds are
-stand-ins (no nvcc) and the GPU worker is tests/tune_fake_worker.py (no GPU in CI)."""
+stand-ins (no nvcc) and the GPU worker is tests/core/tune_fake_worker.py (no GPU in CI)."""
 
 from __future__ import annotations
 
@@ -22,10 +22,10 @@ from kls.instances import load_instances
 from kls.lsp import tune as lsp_tune
 from kls.tune.results import write_files
 from kls.tune.runner import TuneOptions, Tuner, results_folder
-from tests.unit.harness import Harness
+from tests.lsp.harness import Harness
 
 ROOT = Path(__file__).resolve().parent.parent
-FAKE_WORKER = [sys.executable, str(ROOT / "tune_fake_worker.py")]
+FAKE_WORKER = [sys.executable, str(ROOT / "core" / "tune_fake_worker.py")]
 NO_GPU_WORKER = [sys.executable, "-c", "import sys; sys.exit(3)"]
 SM80 = "torch211_sm80_bf16_4096"
 TEMPLATE = "inductor/gemm_cutlass2x.cu.jinja"
@@ -247,7 +247,7 @@ async def test_a_command_line_tune_shows_and_goes_stale(
 
 
 async def test_tune_arguments_and_no_instance(lsp_harness: Harness, tmp_path: Path) -> None:
-    from tests.unit.harness import LspError
+    from tests.lsp.harness import LspError
 
     with pytest.raises(LspError, match=r"kls.tune takes arguments \[uri\]"):
         await lsp_harness.command("kls.tune")

@@ -9,7 +9,7 @@ import pytest
 from lsprotocol import types as lsp
 
 from kls.lsp.preview import parse_preview_uri, preview_uri
-from tests.unit.harness import Harness, LspError
+from tests.lsp.harness import Harness, LspError
 
 
 def test_preview_uri_round_trip(tmp_path: Path) -> None:

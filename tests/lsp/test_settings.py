@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kls.lsp.settings import Settings
 from kls.sandbox.workers import DEFAULT_MEMORY_MB, DEFAULT_SECONDS, shared_workers
-from tests.unit.harness import Harness
+from tests.lsp.harness import Harness
 
 
 def test_defaults_and_wrong_types() -> None:

@@ -37,7 +37,7 @@ from kls.template.model import parse_template
 from tests.conftest import ROOT, TEMPLATES, Workspace, codes
 
 UPSTREAM = TEMPLATES / "inductor"
-RENDERS = json.loads((Path(__file__).parent / "data" / "inductor211_renders.json").read_text())
+RENDERS = json.loads((Path(__file__).parents[1] / "data" / "inductor211_renders.json").read_text())
 
 
 def _buffer(name: str, shape: tuple[int, ...], stride: tuple[int, ...], offset: int = 0) -> Buffer:

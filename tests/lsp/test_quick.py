@@ -12,7 +12,7 @@ import pytest
 from kls.compile import CompileResult
 from kls.compile.run import CompileCancelled
 from kls.lsp import quick
-from tests.unit.harness import Harness
+from tests.lsp.harness import Harness
 
 
 async def test_a_newer_save_cancels_the_older_quick_check(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from lsprotocol import types as lsp
 
-from tests.unit.harness import Harness, LspError
+from tests.lsp.harness import Harness, LspError
 
 
 def find(text: str, needle: str) -> tuple[int, int]:

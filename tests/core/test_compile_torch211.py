@@ -12,7 +12,7 @@ from kls.compile import CompileOptions, compile_instance
 from kls.compile.toolchain import _missing_headers
 from kls.instances import load_instances
 
-from .conftest import TEMPLATES
+from tests.conftest import TEMPLATES
 
 
 def test_curand_headers_are_supplied_only_when_the_toolkit_lacks_them(

@@ -22,7 +22,7 @@ from pygls.lsp.client import LanguageClient
 from kls.render import Limits
 from kls.sandbox.workers import RenderWorkers, WorkerLimits
 
-from .conftest import Workspace
+from tests.conftest import Workspace
 
 LOOP_BOMB = "{% set s = 'x' * 100000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}\n"
 CONCAT_BOMB = "{% set a = 'x' * 10**9 %}{% set b = a ~ 'y' %}{% set c = b ~ 'z' %}\n"

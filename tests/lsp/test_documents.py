@@ -12,7 +12,7 @@ from kls.lsp import documents
 from kls.sandbox import workers
 from kls.template import model as model_module
 from kls.template.model import parse_template
-from tests.unit.harness import Harness
+from tests.lsp.harness import Harness
 
 
 def find(text: str, needle: str) -> tuple[int, int]:
@@ -106,7 +106,7 @@ async def test_pull_diagnostics(lsp_harness: Harness, workspace: Path) -> None:
 
 
 async def test_pull_and_push_read_one_store(lsp_harness: Harness, workspace: Path) -> None:
-    """nvcc's findings come with kls's in both (kls-bench's too: tests/unit/test_bench.py)."""
+    """nvcc's findings come with kls's in both (kls-bench's too: tests/lsp/test_bench.py)."""
     from kls.findings import Finding, Severity
     from kls.positions import Range
 
@@ -140,7 +140,7 @@ async def test_pull_is_advertised_only_to_a_client_that_asks(lsp_harness: Harnes
 
 
 async def test_unknown_document_is_an_error(lsp_harness: Harness) -> None:
-    from tests.unit.harness import LspError
+    from tests.lsp.harness import LspError
 
     with pytest.raises(LspError, match="not open"):
         await lsp_harness.request(

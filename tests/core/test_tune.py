@@ -27,7 +27,7 @@ from kls.tune.results import TuneResult, to_csv
 from kls.tune.runner import TuneError, TuneOptions, Tuner
 from kls.tune.space import TuneSpace, TuneSpaceError, parse_space
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 FAKE_WORKER = [sys.executable, str(Path(__file__).parent / "tune_fake_worker.py")]
 SM90 = "torch211_sm90_bf16_4096"

@@ -20,7 +20,7 @@ from kls.sourcemap import _lex_shape, template_shape
 from kls.template import model as model_module
 from kls.template.model import TemplateModel, parse_template
 from tests.conftest import TEMPLATES
-from tests.test_render_exact import TOKEN, Gen, render_both, templates
+from tests.core.test_render_exact import TOKEN, Gen, render_both, templates
 
 TAG = re.compile(r"(\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\})", re.DOTALL)
 

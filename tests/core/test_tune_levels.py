@@ -20,7 +20,7 @@ from kls.tune.apply import apply_winner, level_to_write
 from kls.tune.candidates import compatible_ops, distinct, make_candidates
 from kls.tune.space import TuneSpaceError, parse_space
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "templates"
 SM90 = "torch211_sm90_bf16_4096"
 # A 128x32 tile: not in the level-0 list, in the level-2222 one.

@@ -15,7 +15,7 @@ from kls.compile import CompileResult
 from kls.findings import Finding, Severity
 from kls.lsp import compile as lsp_compile
 from kls.positions import Range
-from tests.unit.harness import Harness, LspError
+from tests.lsp.harness import Harness, LspError
 
 
 async def test_compile_arguments(lsp_harness: Harness, tmp_path: Path) -> None:

@@ -576,7 +576,7 @@ def test_every_context_name_is_documented_and_hover_shows_the_same_text() -> Non
             assert p.context_names(kind) <= set(CONTEXT_DOCS), (p.name, kind)
     sig = helper_sig("kernel", "dtype", "torch-2.11")
     assert sig is not None and "at::BFloat16" in sig.doc and "Trap:" in sig.doc
-    doc = (Path(__file__).parent.parent / "docs" / "TEMPLATE_API.md").read_text()
+    doc = (Path(__file__).parents[2] / "docs" / "TEMPLATE_API.md").read_text()
     assert sig.summary in doc and sig.traps in doc
 
 
