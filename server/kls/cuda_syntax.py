@@ -1,7 +1,9 @@
 """tree-sitter-cuda's parse of rendered CUDA: where it finds errors (KT501, kls.checks.syntax).
 
-Light on imports: render workers (kls.sandbox.child) run it right after a render, so the
-parse happens in the worker process while the server is busy with the template's own checks.
+tree-sitter is slower than linear on some texts, can take gigabytes doing it and holds the GIL
+throughout (a 200 KB text of `a<a<...` took 46 s and 16 GB): it runs only in render workers
+(kls.sandbox.child), under their memory limit, a deadline and the parent's hard kill, never in
+the server or the CLI. Light on imports for the same reason.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import re
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from kls.text_edit import changed_middle
@@ -24,9 +27,12 @@ ATTRIBUTE_MACROS = re.compile(
 # word start and the `#define ` before are checked on each match (`blank_attribute_macros`).
 _MACRO_NAMES = re.compile(r"(?:PT_EXPORT|CUTLASS_HOST_DEVICE|CUTLASS_DEVICE|CUTLASS_GLOBAL)\b")
 _WORD_CHAR = re.compile(r"\w")
-# Rendered text up to this size is parsed in the render worker; a larger one (up to the
-# render's output bound) in the checking process, outside the render's deadline.
-WORKER_PARSE_MAX_CHARS = 1024 * 1024
+# A parse's deadline (a clean parse of a rendered CUTLASS instance takes ~1 ms, 16 MB of
+# realistic CUDA well under a second); past it the parse stops and KT501 says so.
+PARSE_SECONDS = 2.0
+# Texts up to this size keep their tree for the next parse of the same instance (an
+# incremental parse); larger ones are parsed afresh and not kept.
+INCREMENTAL_MAX_CHARS = 1024 * 1024
 
 # (0-based row, node type, whether tree-sitter inserted it as missing), in tree order.
 ErrorNode = tuple[int, str, bool]
@@ -62,6 +68,38 @@ _LAST_KEEP = 16
 
 class ParseTimeout(Exception):
     """The parse passed its deadline (tree-sitter is slower than linear on some texts)."""
+
+
+@dataclass(frozen=True)
+class ParseOutcome:
+    """What a bounded parse of a rendered text found: its error nodes, or why there are none
+    to report (`stopped`: a limit ended the parse; `unavailable`: tree-sitter-cuda cannot be
+    loaded, KT501 is off)."""
+
+    errors: list[ErrorNode] = field(default_factory=list)
+    stopped: str | None = None
+    unavailable: str | None = None
+
+
+def stopped_by_time(seconds: float) -> ParseOutcome:
+    return ParseOutcome(stopped=f"tree-sitter was stopped after {seconds:g} s")
+
+
+def parse_bounded(text: str, key: str | None, seconds: float) -> ParseOutcome:
+    """`error_nodes` within `seconds`, as a ParseOutcome (never raises, but for MemoryError
+    the caller's process may not survive: only render workers call this)."""
+    if len(text) > INCREMENTAL_MAX_CHARS:
+        key = None
+    try:
+        return ParseOutcome(error_nodes(text, key, time.monotonic() + seconds))
+    except ParseTimeout:
+        return stopped_by_time(seconds)
+    except MemoryError:
+        return ParseOutcome(stopped="tree-sitter ran out of memory")
+    except (ImportError, OSError) as exc:
+        return ParseOutcome(unavailable=str(exc))
+    except Exception as exc:  # a parser failure is the parser's, not the template's
+        return ParseOutcome(stopped=f"tree-sitter failed ({type(exc).__name__}: {exc})")
 
 
 def error_nodes(

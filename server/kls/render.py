@@ -16,6 +16,7 @@ from typing import Any
 import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
+from kls.cuda_syntax import ParseOutcome
 from kls.cutlass.inductor211 import TensorLayout
 from kls.cutlass.ops import (
     EmittedOp,
@@ -104,9 +105,9 @@ class RenderResult:
     op: EmittedOp | None = None
     files: list[str] = field(default_factory=list)
     seconds: float = 0.0
-    # tree-sitter's errors in `text` (kls.cuda_syntax.error_nodes), when the render worker
-    # parsed it; None: not parsed yet.
-    syntax_errors: list[tuple[int, str, bool]] | None = None
+    # tree-sitter's parse of `text` (KT501), done by the render worker after the render;
+    # None: not parsed (kls.checks.syntax then asks a worker to parse it).
+    syntax: ParseOutcome | None = None
 
     @property
     def ok(self) -> bool:
@@ -496,6 +497,35 @@ def _op_name(instance: InstanceSpec) -> str:
         instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
         instance.instantiation_level,
     )
+
+
+def prepare_op(instance: InstanceSpec) -> None:
+    """Look up and emit the instance's CUTLASS op, filling the op caches, so that a render
+    after it finds them warm. Listing the ops is kls's own trusted work, and slow the first
+    time at a high `cutlass_instantiation_level` (level "2222": seconds): render workers call
+    this before a render's deadline starts, so the deadline measures template code only.
+    Problems are left for the render to report."""
+    if instance.kind != "cutlass_gemm":
+        return
+    try:
+        name = _op_name(instance)
+        if instance.profile == "torch-2.11":
+            x, w, bias, y = (
+                _tensor_layout(instance.tensors.get(n)) for n in ("X", "W", "Bias", "Y")
+            )
+            if x is not None and w is not None and y is not None:
+                emit_instance_torch211(
+                    name, x, w, bias, y, instance.sm, instance.instantiation_level
+                )
+            return
+        tensors = instance.tensors
+        a, b, d = (_layout_letter(tensors.get(n)) for n in ("X", "W", "Y"))
+        if a is not None and b is not None and d is not None:
+            swap = instance.should_swap_xw if instance.should_swap_xw else None
+            layouts = Layouts(a, b, _layout_letter(tensors.get("Bias")), d)
+            emit_instance(name, layouts, swap, instance.instantiation_level)
+    except Exception:
+        return
 
 
 def _gemm_op_torch211(

@@ -276,13 +276,20 @@ def _check_source(
 
 def drop_consequences(findings: list[Finding]) -> list[Finding]:
     """A rendered-syntax error on a line that already has another error is its consequence
-    (e.g. a missing `.getvalue()` prints an object repr): report the cause only."""
+    (e.g. a missing `.getvalue()` prints an object repr): report the cause only. A parse
+    that a limit stopped (a KT501 warning) is nobody's consequence and stays."""
     caused = {
         (f.path, f.range.start.line)
         for f in findings
         if f.code != "KT501" and f.severity == Severity.ERROR
     }
-    return [f for f in findings if f.code != "KT501" or (f.path, f.range.start.line) not in caused]
+    return [
+        f
+        for f in findings
+        if f.code != "KT501"
+        or f.severity != Severity.ERROR
+        or (f.path, f.range.start.line) not in caused
+    ]
 
 
 def dedupe(findings: Iterable[Finding]) -> list[Finding]:

@@ -1,8 +1,21 @@
 """The render worker process: `python -m kls.sandbox.child MEMORY_MB`.
 
-It reads (instance, overrides, limits) requests from stdin and writes (result, spent) answers to
-its original stdout, both as length-prefixed pickles (multiprocessing's Connection framing);
-anything else that writes to stdout goes to stderr instead, so it cannot corrupt the stream.
+It reads requests from stdin and writes answers to its original stdout, both as
+length-prefixed pickles (multiprocessing's Connection framing); anything else that writes to
+stdout goes to stderr instead, so it cannot corrupt the stream.
+
+A render request `("render", instance, overrides, limits)` is answered in three messages, so
+that the parent's clock measures each step on its own:
+
+1. `("ready",)` once the instance's CUTLASS op list is generated (kls's own work, before the
+   template's deadline starts: it can take seconds at a high instantiation level);
+2. `("render", result, spent)` when the template has rendered, within its deadline;
+3. `("parse", outcome, spent)` when tree-sitter has parsed the rendered text (KT501), within
+   its own deadline. A parse that runs out of memory can kill the worker (tree-sitter
+   segfaults when malloc fails): the parent then has the render already and reports the
+   parse as stopped.
+
+A parse request `("parse", text)` (a render made elsewhere) gets message 3 alone.
 """
 
 from __future__ import annotations
@@ -13,20 +26,15 @@ import pickle
 import resource
 import signal
 import sys
-import time
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from kls.cuda_syntax import WORKER_PARSE_MAX_CHARS, error_nodes
+from kls.cuda_syntax import PARSE_SECONDS, ParseOutcome, parse_bounded
 from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
-from kls.render import LimitExceeded, Limits, RenderResult, render
+from kls.render import LimitExceeded, Limits, RenderResult, prepare_op, render
 from kls.runtime.record import RuntimeFinding, Site
-
-# The longest the worker parses a rendered text for KT501 (a clean parse of a CUTLASS
-# instance takes ~1 ms; tree-sitter needs seconds for some pathological texts).
-PARSE_SECONDS = 0.5
 
 
 def time_message(limits: Limits) -> str:
@@ -67,36 +75,28 @@ def render_bounded(
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def parse_rendered(result: RenderResult, seconds: float = PARSE_SECONDS) -> None:
-    """tree-sitter's parse of the rendered CUDA (KT501), here while the server runs the
-    template's own checks. A large text, a parse that takes more than `seconds` (tree-sitter
-    is slower than linear on some texts) or any failure of the parser leaves it to the
-    server, outside the render's deadline: the worker never dies of the parse, and a slow
-    parse is not a slow render."""
-    if result.text is None or len(result.text) > WORKER_PARSE_MAX_CHARS or seconds <= 0:
-        return
+def parse_rendered(result: RenderResult, seconds: float = PARSE_SECONDS) -> ParseOutcome:
+    """tree-sitter's parse of the rendered CUDA (KT501), bounded by `seconds` (and by this
+    process's memory limit and the parent's hard kill)."""
+    if result.text is None:
+        return ParseOutcome()
     instance = result.instance
-    try:
-        result.syntax_errors = error_nodes(
-            result.text, f"{instance.config_path}\0{instance.name}", time.monotonic() + seconds
-        )
-    except Exception:
-        result.syntax_errors = None
+    return parse_bounded(result.text, f"{instance.config_path}\0{instance.name}", seconds)
 
 
 def portable(result: RenderResult, spent: bool) -> bytes:
-    """The answer (result, spent), pickled once, without what cannot or must not leave the
+    """The answer ("render", result, spent), pickled once, without what cannot or must not leave the
     worker (compiled templates hold their environment; a template may pass arbitrary Jinja
     objects to helpers)."""
     if result.kernel is not None:
         result.kernel.recorder.code_to_template = {}
     try:
-        return pickle.dumps((result, spent), pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(("render", result, spent), pickle.HIGHEST_PROTOCOL)
     except Exception:
         for record in result.calls:
             record.args = tuple(_plain(a) for a in record.args)
             record.kwargs = {k: _plain(v) for k, v in record.kwargs.items()}
-        return pickle.dumps((result, spent), pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps(("render", result, spent), pickle.HIGHEST_PROTOCOL)
 
 
 def _plain(value: Any) -> Any:
@@ -114,20 +114,32 @@ def serve(requests: Connection, answers: Connection, memory_mb: int) -> None:
     frozen = False
     while True:
         try:
-            instance, overrides, limits = requests.recv()
+            request = requests.recv()
         except (EOFError, OSError):
             return
-        started = time.monotonic()
-        result = render_bounded(instance, overrides, limits)
-        spent = any(f.code == "KT104" for f in result.findings)
-        if not spent:  # the parse never takes the render past its deadline
-            left = limits.seconds - (time.monotonic() - started)
-            parse_rendered(result, min(PARSE_SECONDS, left))
         try:
+            if request[0] == "parse":
+                outcome = parse_bounded(request[1], None, PARSE_SECONDS)
+                spent = outcome.stopped is not None
+                answers.send_bytes(pickle.dumps(("parse", outcome, spent)))
+                if spent:
+                    return
+                continue
+            _, instance, overrides, limits = request
+            prepare_op(instance)  # trusted work: before the template's clock starts
+            answers.send_bytes(pickle.dumps(("ready",)))
+            result = render_bounded(instance, overrides, limits)
+            spent = any(f.code == "KT104" for f in result.findings)
             answers.send_bytes(portable(result, spent))  # the parent's recv() unpickles it
+            if spent:
+                return
+            if result.text is not None:
+                outcome = parse_rendered(result)
+                spent = outcome.stopped is not None  # its memory may stay taken: start afresh
+                answers.send_bytes(pickle.dumps(("parse", outcome, spent)))
+                if spent:
+                    return
         except (OSError, MemoryError):
-            return
-        if spent:
             return
         if not frozen:  # what the first render built to stay (ops, compiled code) likewise
             frozen = True

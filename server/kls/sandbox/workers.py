@@ -15,6 +15,12 @@ every render that executes template code runs here, in a process of its own
   never hold up the others; after a render, a spare is started while fewer than `keep`
   exist, so two overlapping renders do not wait for a start.
 
+The worker also parses the rendered text with tree-sitter (KT501) after each render, under the
+same memory limit and a deadline of its own (`kls.cuda_syntax.PARSE_SECONDS`, plus `grace`
+before the parent kills it); the CUTLASS op list is generated before the render's deadline
+starts (the message protocol is in kls.sandbox.child). Nothing parses rendered text in the
+calling process.
+
 The language server sends its interactive render with `start` (from the checking thread,
 which then parses the template while the worker renders) and takes the answer later.
 """
@@ -33,8 +39,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from kls.cuda_syntax import PARSE_SECONDS, ParseOutcome, stopped_by_time
+from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
 from kls.render import Limits, RenderResult
+from kls.runtime.record import RuntimeFinding, Site
 from kls.sandbox.child import failed, time_message
 
 GRACE_S = 1.0  # after the render's deadline, before the parent kills the worker
@@ -48,6 +57,14 @@ RENDER_MEMORY_MB_RANGE = (256, 16384)
 # A render still running after this long is deprioritised (the shipped ones take 2-25 ms).
 SLOW_RENDER_S = 0.25
 SLOW_NICENESS = 15
+# What the settings from an editor may ask for at most (`kls.renderTimeout`,
+# `kls.renderMemoryMB`): a workspace's settings must not lift the sandbox's bounds. Only the
+# CLI flags may go up to the ranges above.
+EDITOR_SECONDS_MAX = 10.0
+EDITOR_MEMORY_MB_MAX = 2048
+# The longest a worker may take to generate an instance's CUTLASS op list before its render
+# (kls's own work, outside the template's deadline; level "2222" takes ~22 s cold on 2 cores).
+OP_LIST_SECONDS = 300.0
 
 
 @dataclass(frozen=True)
@@ -57,7 +74,7 @@ class WorkerLimits:
     grace_s: float = GRACE_S
 
 
-Request = tuple[InstanceSpec, dict[Path, str], Limits]
+RenderRequest = tuple[str, InstanceSpec, dict[Path, str], Limits]
 
 
 class _Worker:
@@ -133,20 +150,40 @@ class PendingRender:
         if self.broken:
             return failed(self.instance, self.pool._death_message(worker)), True
         try:
-            waited = time.monotonic() - self.sent
-            answered = worker.answers.poll(max(SLOW_RENDER_S - waited, 0))
+            # 1. The op list (trusted, outside the render's deadline).
+            if not worker.answers.poll(OP_LIST_SECONDS):
+                return self._op_list_too_slow(), True
+            worker.answers.recv()
+            started = time.monotonic()
+            # 2. The render, within its deadline.
+            answered = worker.answers.poll(SLOW_RENDER_S)
             if not answered:
                 worker.yield_cpu()  # a slow render must not slow the interactive ones
-                waited = time.monotonic() - self.sent
+                waited = time.monotonic() - started
                 total = limits.seconds + self.pool.limits.grace_s
                 answered = worker.answers.poll(max(total - waited, 0))
-            if answered:
-                result, spent = worker.answers.recv()
-                return result, spent or worker.niced
+            if not answered:
+                spent_s = time.monotonic() - started
+                return failed(self.instance, f"{time_message(limits)} ({spent_s:.1f} s)"), True
+            _, result, spent = worker.answers.recv()
         except (EOFError, OSError, pickle.UnpicklingError):
             return failed(self.instance, self.pool._death_message(worker)), True
-        spent_s = time.monotonic() - self.sent
-        return failed(self.instance, f"{time_message(limits)} ({spent_s:.1f} s)"), True
+        if spent or result.text is None:
+            return result, spent or worker.niced
+        # 3. The parse of the rendered text, within its own deadline.
+        result.syntax, spent = self.pool._parse_answer(worker)
+        return result, spent or worker.niced
+
+    def _op_list_too_slow(self) -> RenderResult:
+        instance = self.instance
+        message = (
+            f"generating the CUTLASS op list took longer than {OP_LIST_SECONDS:g} s and was "
+            f"stopped; choose a lower cutlass_instantiation_level (it is "
+            f"'{instance.instantiation_level}')"
+        )
+        site = Site(str(instance.config_path), instance.op_line)
+        finding = RuntimeFinding("KT005", Severity.ERROR, message, site)
+        return RenderResult(instance, None, None, [], [finding])
 
 
 def default_max_workers() -> int:
@@ -191,7 +228,7 @@ class RenderWorkers:
         waits for the GIL that a busy caller holds). Every started render must be ended by
         `result()` or `abandon()`, which give its worker back."""
         limits = limits or Limits(seconds=self.limits.seconds)
-        request: Request = (instance, dict(overrides or {}), limits)
+        request: RenderRequest = ("render", instance, dict(overrides or {}), limits)
         worker = self._acquire()
         pending = PendingRender(self, worker, instance, limits)
         try:
@@ -202,6 +239,42 @@ class RenderWorkers:
             self._release(worker, reuse=False)
             raise
         return pending
+
+    def parse(self, text: str) -> ParseOutcome:
+        """tree-sitter's parse of `text` (a render made elsewhere) in a worker, bounded as a
+        worker's parse after its render is."""
+        worker = self._acquire()
+        spent = True
+        try:
+            try:
+                worker.requests.send(("parse", text))
+            except (OSError, pickle.PicklingError):
+                return ParseOutcome(stopped=self._parse_death(worker))
+            outcome, spent = self._parse_answer(worker)
+            return outcome
+        finally:
+            self._release(worker, reuse=not spent)
+
+    def _parse_answer(self, worker: _Worker) -> tuple[ParseOutcome, bool]:
+        """The worker's ("parse", outcome, spent) answer, or why it did not come: past the
+        parse's deadline and grace the worker is killed."""
+        try:
+            if not worker.answers.poll(PARSE_SECONDS + self.limits.grace_s):
+                return stopped_by_time(PARSE_SECONDS), True
+            _, outcome, spent = worker.answers.recv()
+            return outcome, spent
+        except (EOFError, OSError, pickle.UnpicklingError):
+            return ParseOutcome(stopped=self._parse_death(worker)), True
+
+    def _parse_death(self, worker: _Worker) -> str:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(timeout=1)
+        code = worker.process.returncode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return (
+            f"tree-sitter's process died ({how}): it needed more than "
+            f"{self.limits.memory_mb} MB or crashed"
+        )
 
     def _death_message(self, worker: _Worker) -> str:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -344,6 +417,11 @@ def start_isolated(
     """`render_isolated`, sent now and answered by the result's `result()` (see
     `RenderWorkers.start`)."""
     return shared_workers().start(instance, overrides, limits)
+
+
+def parse_isolated(text: str) -> ParseOutcome:
+    """tree-sitter's parse of rendered text, in a render worker (never in this process)."""
+    return shared_workers().parse(text)
 
 
 def render_isolated(
