@@ -1,4 +1,5 @@
-"""tree-sitter's parse of rendered text is bounded like the render (issue 31, first point).
+"""tree-sitter's parse of rendered text is bounded like the render, and kls's own op list is
+not (issue 31, first and fourth points).
 
 tree-sitter-cuda is slower than linear on some texts and can take gigabytes doing it: a
 200 KB `a<a<...` took 46 s and 16 GB in the `kls check` process, and a 57-byte template
@@ -24,14 +25,18 @@ from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
 
 from kls.cuda_syntax import PARSE_SECONDS
-from kls.sandbox.workers import DEFAULT_SECONDS, GRACE_S
+from kls.render import Limits
+from kls.sandbox.workers import DEFAULT_SECONDS, GRACE_S, RenderWorkers
+from tests.conftest import Workspace
 
 # The CLI's and the server's own address space. A render worker lowers its own limit to the
 # render memory (1024 MB); the parent needs far less than this: it never parses.
 CLI_ADDRESS_SPACE = 2 * 1024**3
 SERVER_ADDRESS_SPACE = 3 * 1024**3  # a server reserves more: its thread pool's stacks, arenas
 # The issue's inputs.
-A_LESS_THAN = 'int f() {{}}\nint x = {{% for i in range({n}) %}}{{{{ "a<" * 50 }}}}{{% endfor %}};\n'
+A_LESS_THAN = (
+    'int f() {{}}\nint x = {{% for i in range({n}) %}}{{{{ "a<" * 50 }}}}{{% endfor %}};\n'
+)
 BRACKETS = '{% for i in range(93000) %}{{ "({[<" * 40 }}{% endfor %}\n'
 STOPPED = "was not syntax-checked"
 
@@ -145,3 +150,31 @@ async def test_a_slow_parse_in_the_server_never_delays_another_document(tmp_path
         if server.returncode is None:
             server.kill()
         await client.stop()
+
+
+# -- the op list is kls's own work, outside the template's deadline (issue 31, fourth point) --
+OP_TEMPLATE = "// {{ instance_type }}\n{{ instance_definition }}\n"
+
+
+def test_a_slow_op_list_does_not_count_against_the_render_deadline(
+    ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold cache: the worker generates the SM90 op list (~1.2 s on 2 cores) before a
+    render whose deadline is 0.5 s; the render still succeeds (it was KT104)."""
+    cache = tmp_path / "cold-cache"
+    monkeypatch.setenv("KLS_CACHE_DIR", str(cache))  # the worker inherits it
+    instances = ws.instance(
+        OP_TEMPLATE, 'kind = "cutlass_gemm"\narch = "90a"\nop_filter = { contains = ["_tnn_"] }\n'
+    )
+    pool = RenderWorkers(keep=1, max_workers=1)
+    try:
+        started = time.monotonic()
+        result = pool.render(instances.instances["i"], limits=Limits(seconds=0.5))
+        elapsed = time.monotonic() - started
+    finally:
+        pool.close()
+    assert result.ok, [f.message for f in result.findings]
+    assert "cutlass3x_sm90" in (result.text or "")
+    # The op list really was generated in this render, and took longer than the deadline.
+    assert list(cache.rglob("names-sm90.json"))
+    assert elapsed > 0.5 + GRACE_S
