@@ -1,10 +1,13 @@
 """Differential proof: kls's torch-2.11 profile against torch 2.11's own Inductor.
 
 For each case (an mm/addmm/bmm, dtype, W layout and one CUTLASS op), Inductor renders the GEMM
-with its own classes and kls renders the same upstream templates (templates/inductor/*.jinja,
-copied verbatim from gemm_template.py) for the same op and tensors. The texts are compared
-after replacing only the kernel name; then both are built and called through Inductor's
-calling convention on the same inputs, and the outputs compared.
+with its own classes and kls renders the same upstream templates (read in place from
+gemm_template.py in the torch source kls locates: KLS_TORCH_SOURCE, or the installed torch) for
+the same op and tensors. The texts are compared after replacing only the kernel name; then both
+are built and called through Inductor's calling convention on the same inputs, and the outputs
+compared. What is kept for the CPU regression test (tests/data/inductor211_renders.json) is
+digests, not text: per case the sha256 of Inductor's render, its length and a hash per line
+(`digest`), so a failing test names the first differing line.
 
 Steps (GPU steps run on the device machine, the others here):
   inductor (GPU)  PYTHONPATH=server python3 benchmarks/conformance.py inductor --out $OUT
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import json
 import os
 import re
@@ -40,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-UPSTREAM = ROOT / "templates" / "inductor"
 
 
 @dataclass(frozen=True)
@@ -400,21 +403,62 @@ def run_inductor(out: Path, only: list[str]) -> None:
 # ---------------------------------------------------------------------------------------------
 # kls (here)
 # ---------------------------------------------------------------------------------------------
+UPSTREAM = "torch:_inductor/codegen/cutlass/gemm_template.py::"
+
+
+def digest(text: str) -> dict[str, Any]:
+    """What the regression test keeps of a render: its sha256, length and a hash per line."""
+    return {
+        "sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "length": len(text),
+        "lines": [hashlib.sha256(line.encode()).hexdigest()[:12] for line in text.split("\n")],
+    }
+
+
+def first_difference_from_digest(record: dict[str, Any], text: str) -> str:
+    """'' when `text` has the recorded digest, else the first line whose hash differs."""
+    if hashlib.sha256(text.encode()).hexdigest() == record["sha256"]:
+        return ""
+    lines = text.split("\n")
+    for i, (want, line) in enumerate(zip(record["lines"], lines)):
+        if hashlib.sha256(line.encode()).hexdigest()[:12] != want:
+            return f"line {i + 1} differs from Inductor's; kls renders {line.strip()[:100]!r}"
+    return f"lengths differ: Inductor {len(record['lines'])} lines, kls {len(lines)}"
+
+
+def write_digests(inductor_json: Path, out: Path) -> None:
+    """tests/data/inductor211_renders.json: per case the digest of Inductor's first render
+    (kernel name normalised) and the figures the test compares; no upstream text."""
+    data = json.loads(inductor_json.read_text())
+    cases = {}
+    for name, entry in sorted(data["cases"].items()):
+        if not entry.get("renders"):
+            continue
+        first = entry["renders"][0]
+        cases[name] = {
+            "render": digest(normalize(first["code"], PLACEHOLDER)),
+            "extra_args": first["extra_args"],
+            "op_conf_name": first["op_conf_name"],
+        }
+    record = {"source": data.get("source", str(inductor_json)), "cases": cases}
+    out.write_text(json.dumps(record, indent=1) + "\n")
+
+
 def write_config(folder: Path) -> Path:
-    """A kls.toml with one torch-2.11 instance per case over copies of the upstream templates."""
-    shutil.copytree(UPSTREAM, folder / "inductor", dirs_exist_ok=True)
+    """A kls.toml with one torch-2.11 instance per case over the upstream templates, read in
+    place from the located torch source."""
     lines = ['[defaults]\nprofile = "torch-2.11"\nreference = "gemm"\n']
     for case in CASES:
         lay = tensor_layouts(case)
         sub = (
-            'argument_template = "inductor/gemm_args_cutlass3x.cuh.jinja"\n'
-            'epilogue_template = "inductor/gemm_args_cutlass3x_epilogue.cuh.jinja"\n'
+            f'argument_template = "{UPSTREAM}GEMM_ARGS_CUTLASS_3X"\n'
+            f'epilogue_template = "{UPSTREAM}GEMM_ARGS_CUTLASS_3X_EPILOGUE"\n'
             if case.is_3x
-            else 'argument_template = "inductor/gemm_args_cutlass2x.cuh.jinja"\n'
+            else f'argument_template = "{UPSTREAM}GEMM_ARGS_CUTLASS_2X"\n'
         )
-        main = "gemm_cutlass3x.cu.jinja" if case.is_3x else "gemm_cutlass2x.cu.jinja"
+        main = "GEMM_TEMPLATE_CUTLASS_3X" if case.is_3x else "GEMM_TEMPLATE_CUTLASS_2X"
         lines.append(f"[instances.{case.name}]\n")
-        lines.append(f'template = "inductor/{main}"\n{sub}arch = "{case.arch}"\n')
+        lines.append(f'template = "{UPSTREAM}{main}"\n{sub}arch = "{case.arch}"\n')
         lines.append(f'op = "{case.op}"\nvars = {{ swizzle = {case.swizzle} }}\n')
         if case.kind == "addmm":
             lines.append("beta = 1\n")
@@ -691,6 +735,9 @@ def main() -> int:
     p = sub.add_parser("kls")
     p.add_argument("--inductor", type=Path, required=True)
     p.add_argument("--dir", type=Path, required=True)
+    p = sub.add_parser("digests", help="the regression test's record of an inductor run")
+    p.add_argument("--inductor", type=Path, required=True)
+    p.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "inductor211_renders.json")
     p = sub.add_parser("build")
     p.add_argument("--dir", type=Path, required=True)
     p.add_argument("--parallel", type=int, default=2)
@@ -704,6 +751,8 @@ def main() -> int:
         run_inductor(args.out, args.only)
     elif args.step == "kls":
         run_kls(args.inductor, args.dir)
+    elif args.step == "digests":
+        write_digests(args.inductor, args.out)
     elif args.step == "build":
         run_build(args.dir, args.parallel, args.nvcc)
     else:

@@ -41,6 +41,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _apply_render_limits(args)
+    if getattr(args, "torch_source", None):
+        from kls.upstream import set_explicit
+
+        set_explicit(args.torch_source)
     try:
         code: int = args.func(args)
         return code
@@ -71,6 +75,21 @@ def _parser() -> argparse.ArgumentParser:
     _add_extra_root(check)
     _add_render_limits(check)
     check.set_defaults(func=cmd_check)
+
+    info = sub.add_parser(
+        "info",
+        help="what kls runs on: the torch source it reads Inductor's files from (and where it "
+        "looked), its version, the profiles and the versions they mirror",
+    )
+    info.add_argument(
+        "path",
+        nargs="?",
+        type=Path,
+        default=Path("."),
+        help="a folder or kls.toml whose [torch] source to consider (default: .)",
+    )
+    info.add_argument("--format", choices=("text", "json"), default="text")
+    info.set_defaults(func=cmd_info)
 
     init = sub.add_parser(
         "init", help="write a kls.toml and a template that check, compile and benchmark"
@@ -188,6 +207,14 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     serve.set_defaults(func=cmd_serve)
+    for command in sub.choices.values():
+        command.add_argument(
+            "--torch-source",
+            metavar="PATH",
+            help="where Inductor's own files are read from: a PyTorch checkout, a torch/ "
+            "folder or a torch wheel (before KLS_TORCH_SOURCE, [torch] source in kls.toml and "
+            "the installed torch; `none` turns the search off)",
+        )
     return parser
 
 
@@ -318,6 +345,17 @@ def _static_only_note(paths: list[Path]) -> str:
         "kls: only the static checks ran: kls.toml declares no instance of these templates "
         "(add [instances.NAME] with template = ... and its tensors)"
     )
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from kls.upstream.report import info_lines, info_record
+
+    config = args.path if args.path.suffix == ".toml" else find_config(args.path)
+    if args.format == "json":
+        print(json.dumps(info_record(config), indent=1))
+    else:
+        print("\n".join(info_lines(config)))
+    return EXIT_OK
 
 
 def cmd_init(args: argparse.Namespace) -> int:

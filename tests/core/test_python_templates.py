@@ -2,8 +2,9 @@
 
 kls reads the constant with `ast` (never imports or runs the file) and reports every position in
 the .py file's own lines and columns: raw and plain strings, escapes, implicit concatenation,
-line continuations, the opening quote's column. tests/data/inductor/gemm_template.py is torch
-2.11.0's own file; its five GEMM templates must check clean in place under `torch-2.11`.
+line continuations, the opening quote's column. The GEMM tests read a copy of torch 2.11.0's own
+gemm_template.py made at test time from the torch source (tests/upstream.py); its five GEMM
+templates must check clean in place under `torch-2.11`, and planted mistakes land on its lines.
 """
 
 from __future__ import annotations
@@ -33,14 +34,12 @@ from kls.template.source import (
     MAX_PYTHON_BYTES,
     TemplateRef,
     findings_to_file,
-    read_source,
     source_map_to_file,
 )
-from tests.conftest import TEMPLATES
-
 from tests.e2e.helpers import SERVER, change_doc, initialize
+from tests.upstream import gemm_project, needs_torch_source
 
-DATA = Path(__file__).parents[1] / "data" / "inductor"
+DATA = gemm_project()  # a copy of the torch source's gemm_template.py, made at test time
 GEMM_PY = DATA / "gemm_template.py"
 KLS = str(Path(sys.executable).parent / "kls")
 UPSTREAM = (
@@ -158,19 +157,7 @@ def test_a_file_that_does_not_parse_says_where() -> None:
 # --- the five upstream templates, in place --------------------------------------------------------
 
 
-def test_upstream_constants_equal_the_shipped_jinja_copies() -> None:
-    copies = {
-        "GEMM_TEMPLATE_CUTLASS_3X": "gemm_cutlass3x.cu.jinja",
-        "GEMM_ARGS_CUTLASS_3X": "gemm_args_cutlass3x.cuh.jinja",
-        "GEMM_ARGS_CUTLASS_3X_EPILOGUE": "gemm_args_cutlass3x_epilogue.cuh.jinja",
-        "GEMM_TEMPLATE_CUTLASS_2X": "gemm_cutlass2x.cu.jinja",
-        "GEMM_ARGS_CUTLASS_2X": "gemm_args_cutlass2x.cuh.jinja",
-    }
-    for name, copy in copies.items():
-        source = read_source(TemplateRef(GEMM_PY, name))
-        assert source.text == (TEMPLATES / "inductor" / copy).read_text(), name
-
-
+@needs_torch_source
 def test_upstream_templates_check_clean_in_place() -> None:
     instances = load_instances(DATA / "kls.toml")
     assert instances.findings == []
@@ -182,17 +169,7 @@ def test_upstream_templates_check_clean_in_place() -> None:
     assert all(r.ok for r in result.renders.values())
 
 
-def test_in_place_render_equals_the_jinja_copies_render() -> None:
-    in_place = load_instances(DATA / "kls.toml").instances
-    copied = load_instances(TEMPLATES / "kls.toml").instances
-    for mine, theirs in (("sm90_bf16_bias", "torch211_sm90_bf16_4096_bias"),
-                         ("sm80_bf16", "torch211_sm80_bf16_4096")):  # fmt: skip
-        a, b = render(in_place[mine]), render(copied[theirs])
-        assert a.text is not None and a.text.replace(in_place[mine].kernel_name, "K") == (
-            b.text or ""
-        ).replace(copied[theirs].kernel_name, "K")
-
-
+@needs_torch_source
 def test_kls_check_on_the_python_file_and_its_config() -> None:
     for target in (GEMM_PY, DATA / "kls.toml", DATA):
         proc = subprocess.run([KLS, "check", str(target)], capture_output=True, text=True)
@@ -218,6 +195,7 @@ def planted(tmp_path: Path) -> Path:
     return py
 
 
+@needs_torch_source
 def test_planted_mistakes_are_reported_at_the_py_line_and_column(planted: Path) -> None:
     text = planted.read_text()
     result = check_file(planted, instances=load_instances(planted.parent / "kls.toml"))
@@ -239,6 +217,7 @@ def test_planted_mistakes_are_reported_at_the_py_line_and_column(planted: Path) 
         ), f
 
 
+@needs_torch_source
 def test_kls_check_prints_the_py_position(planted: Path) -> None:
     proc = subprocess.run([KLS, "check", str(planted)], capture_output=True, text=True)
     assert proc.returncode == 1
@@ -246,6 +225,7 @@ def test_kls_check_prints_the_py_position(planted: Path) -> None:
     assert f"{planted}:{p.line + 1}:{p.column + 1}: KT305" in proc.stdout
 
 
+@needs_torch_source
 def test_noqa_inside_a_constant(planted: Path) -> None:
     text = planted.read_text().replace(
         '"batch_stride_x")}}', '"batch_stride_x")}}{# kls: noqa KT305 #}', 1
@@ -255,12 +235,14 @@ def test_noqa_inside_a_constant(planted: Path) -> None:
     assert "KT305" not in {f.code for f in result.findings}
 
 
+@needs_torch_source
 def test_editor_text_wins_over_the_file(planted: Path) -> None:
     clean = GEMM_PY.read_text()
     result = check_file(planted, text=clean, instances=load_instances(planted.parent / "kls.toml"))
     assert result.findings == []
 
 
+@needs_torch_source
 def test_source_map_and_line_directives_name_py_lines() -> None:
     spec = load_instances(DATA / "kls.toml").instances["sm90_bf16"]
     result = render(spec)
@@ -288,6 +270,7 @@ def test_source_map_and_line_directives_name_py_lines() -> None:
     assert f"gemm_template.py:{signature_line + 1} | PT_EXPORT int" in proc.stdout
 
 
+@needs_torch_source
 def test_nvcc_errors_map_to_the_py_file() -> None:
     spec = load_instances(DATA / "kls.toml").instances["sm90_bf16"]
     result = render(spec)
@@ -422,6 +405,7 @@ def _lsp(p: Position) -> lsp.Position:
     return lsp.Position(line=p.line, character=p.column)
 
 
+@needs_torch_source
 @pytest.mark.asyncio
 async def test_language_server_in_a_python_file(client: LanguageClient, planted: Path) -> None:
     text = planted.read_text()

@@ -23,13 +23,36 @@ from kls.lsp import tune as lsp_tune
 from kls.tune.results import write_files
 from kls.tune.runner import TuneOptions, Tuner, results_folder
 from tests.lsp.harness import Harness
+from tests.upstream import needs_torch_source, require_torch_source
+
+# The SM80 instance renders torch 2.11's own 2.x templates, written into the workspace at test
+# time from the torch source (never stored).
+pytestmark = needs_torch_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE_WORKER = [sys.executable, str(ROOT / "core" / "tune_fake_worker.py")]
 NO_GPU_WORKER = [sys.executable, "-c", "import sys; sys.exit(3)"]
 SM80 = "torch211_sm80_bf16_4096"
-TEMPLATE = "inductor/gemm_cutlass2x.cu.jinja"
+TEMPLATE = "gemm_cutlass2x.cu.jinja"
+ARGS = "gemm_args_cutlass2x.cuh.jinja"
+GEMM_PY = "_inductor/codegen/cutlass/gemm_template.py"
 EVERYWHERE = {"start": {"line": 0, "character": 0}, "end": {"line": 500, "character": 0}}
+
+
+@pytest.fixture(autouse=True)
+def upstream_2x_templates(workspace: Path) -> None:
+    """torch 2.11's GEMM_TEMPLATE_CUTLASS_2X / GEMM_ARGS_CUTLASS_2X as files of the workspace,
+    which the shipped torch211_* instances name instead of their `torch:` references."""
+    from kls.template.source import read_source
+
+    py = require_torch_source().package / GEMM_PY
+    prefix = f"torch:{GEMM_PY}::"
+    config = workspace / "kls.toml"
+    text = config.read_text()
+    for name, constant in ((TEMPLATE, "GEMM_TEMPLATE_CUTLASS_2X"), (ARGS, "GEMM_ARGS_CUTLASS_2X")):
+        (workspace / name).write_text(read_source(f"{py}::{constant}").text)
+        text = text.replace(f'"{prefix}{constant}"', f'"{name}"')
+    config.write_text(text)
 
 
 @pytest.fixture(autouse=True)

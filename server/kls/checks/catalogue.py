@@ -42,6 +42,21 @@ RULES: dict[str, Rule] = {
         ),
         Rule("KT005", "unknown-op", _E, "the CUTLASS op is unknown or does not fit the tensors"),
         Rule("KT006", "no-instances", _W, "the config declares no instances"),
+        Rule(
+            "KT007",
+            "torch-source-missing",
+            Severity.INFO,
+            "instances read Inductor's own files (`torch:` references) and no torch source was "
+            "found: they are skipped; point kls at one (KLS_TORCH_SOURCE, [torch] source, "
+            "--torch-source, kls.torchSource)",
+        ),
+        Rule(
+            "KT008",
+            "torch-version",
+            _W,
+            "the torch source's version is not one the instance's profile mirrors: kls renders "
+            "as that profile's release does, which may differ from the torch found",
+        ),
         Rule("KT101", "jinja-syntax", _E, "Jinja syntax error"),
         Rule(
             "KT102", "undefined-name", _E, "a name the instance does not define (StrictUndefined)"

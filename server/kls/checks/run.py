@@ -339,6 +339,8 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
                 configs[config] = load_instances(config, extra_roots=extra_roots)
             python = configs[config].python_files() if config is not None else []
             files.extend(p for p in python if p.is_relative_to(root.resolve()))
+            if config is not None:  # Inductor's own files the config's instances read
+                files.extend(p for p in configs[config].upstream_files() if p not in files)
         elif root.is_file():
             files.append(root)
         else:

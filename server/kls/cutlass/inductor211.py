@@ -6,20 +6,25 @@ Mirrored from torch 2.11.0, `torch/_inductor/codegen/cutlass/`:
   `should_swap_XW` + `swap_XW`), `_define_gemm_instance` (3.x and 2.x) and
   `_dynamic_cluster_block`;
 - `utils.py` `get_max_alignment` / `get_alignments`;
-- `lib_extensions/gemm_operation_extensions.py` `EmitGemmUniversal3xInstanceWithEVT.emit`
-  (ported below without EVT, mixed-input and block-scaled branches, which GEMMs without an
-  epilogue fusion never take; an op that would take them is refused, not approximated).
+- `lib_extensions/gemm_operation_extensions.py` `EmitGemmUniversal3xInstanceWithEVT.emit`:
+  its instance skeleton is read from the located torch source (`instance_skeleton`) and filled
+  with the op's tags; the EVT, mixed-input and block-scaled branches, which GEMMs without an
+  epilogue fusion never take, are not mirrored (such an op is refused, not approximated).
 
-Everything here is a plain function of the op and the instance tensors' layouts.
+Everything here is a plain function of the op, the instance tensors' layouts and the skeleton.
 """
 
 from __future__ import annotations
 
 import copy
 import enum
+import functools
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from kls.upstream.blocks import UpstreamTextError, attribute_string
 
 # Default of config.cutlass.cutlass_dynamic_cluster_shape (and of the fallback).
 DYNAMIC_CLUSTER_SHAPE = (2, 1, 1)
@@ -153,6 +158,7 @@ def emit_torch211(
     bias: TensorLayout | None,
     y: TensorLayout,
     sm: int,
+    skeleton: Skeleton | None = None,
 ) -> Emitted211:
     """filter_op, then render's op handling and _define_gemm_instance, for one op."""
     from cutlass_library import library
@@ -203,7 +209,7 @@ def emit_torch211(
     ):
         op = _swap_xw(op)
         swap = True
-    definition, type_name = _define_3x(op) if is_3x else _define_2x(op)
+    definition, type_name = _define_3x(op, skeleton) if is_3x else _define_2x(op)
     return Emitted211(
         definition,
         type_name,
@@ -216,19 +222,23 @@ def emit_torch211(
 
 
 def dynamic_cluster_block(op: Any) -> str:
-    """CUTLASSGemmTemplate._dynamic_cluster_block with the default config."""
-    shape = getattr(getattr(op, "tile_description", None), "cluster_shape", None)
-    if not shape or len(shape) < 2 or (shape[0] > 0 and shape[1] > 0):
+    """CUTLASSGemmTemplate._dynamic_cluster_block at Inductor's default config: an op whose
+    cluster's M or N extent is a runtime value (0) gets `hw_info.cluster_shape` and its
+    fallback set; the K extent is the op's own when fixed, else the default's."""
+    shape = tuple(getattr(getattr(op, "tile_description", None), "cluster_shape", None) or ())
+    if len(shape) < 2 or min(shape[:2]) > 0:
         return ""
-    preferred = DYNAMIC_CLUSTER_SHAPE
-    fallback = DYNAMIC_CLUSTER_SHAPE
-    cluster_k = shape[2] if len(shape) > 2 and shape[2] > 0 else preferred[2]
-    preferred = (preferred[0], preferred[1], cluster_k)
-    fallback_k = fallback[2] if len(fallback) > 2 and fallback[2] > 0 else cluster_k
-    fallback = (fallback[0], fallback[1], fallback_k)
-    return (
-        f"  hw_info.cluster_shape = {{{preferred[0]}, {preferred[1]}, {preferred[2]}}};\n"
-        f"  hw_info.cluster_shape_fallback = {{{fallback[0]}, {fallback[1]}, {fallback[2]}}};"
+    own_k = shape[2] if len(shape) > 2 and shape[2] > 0 else None
+    m, n, k = DYNAMIC_CLUSTER_SHAPE
+    preferred = (m, n, own_k or k)
+    # The fallback's K: its own when positive, else the preferred K.
+    fallback = (m, n, k if k > 0 else preferred[2])
+    lines = (
+        ("cluster_shape", preferred),
+        ("cluster_shape_fallback", fallback),
+    )
+    return "\n".join(
+        f"  hw_info.{field} = {{{', '.join(str(v) for v in dims)}}};" for field, dims in lines
     )
 
 
@@ -245,14 +255,14 @@ def _define_2x(op: Any) -> tuple[str, str]:
     return op_def, match.group(1)
 
 
-def _define_3x(op: Any) -> tuple[str, str]:
+def _define_3x(op: Any, skeleton: Skeleton | None) -> tuple[str, str]:
     """CUTLASS3xGemmTemplate._define_gemm_instance."""
     from cutlass_library import library
 
     if not hasattr(op, "epilogue_functor") or not isinstance(op.epilogue_functor, enum.Enum):
         op = copy.deepcopy(op)
         op.epilogue_functor = library.EpilogueFunctor.LinearCombination
-    op_def = _emit_3x(op)
+    op_def = _emit_3x(op, skeleton)
     decl = [line for line in op_def.split("\n") if "struct " in line][-1]
     match = re.match(r"\s*struct\s(.*?)\s:", decl)
     if match is None:
@@ -265,120 +275,105 @@ def _define_3x(op: Any) -> tuple[str, str]:
     return op_def, f"{op_type}_device_type"
 
 
-_FUNCTOR = """${epilogue_functor}<
-            ${element_d},
-            ${element_epilogue},
-            ${element_c},
-            ${element_epilogue}
-            >"""
-
-_GEMM_3X = """
-using ${operation_name}_epilogue =
-typename cutlass::epilogue::collective::CollectiveBuilder<
-    ${arch}, ${opcode_class_epi},
-    cute::Shape<cute::_${tile_shape_m}, cute::_${tile_shape_n}, cute::_${tile_shape_k}>,
-    cute::Shape<${cluster_shape_m}, ${cluster_shape_n}, ${cluster_shape_k}>,
-    ${epi_tile_mn},
-    ${element_accumulator}, ${element_epilogue},
-    ${element_c}, ${layout_c}, ${align_c},
-    ${element_d}, ${layout_d}, ${align_d},
-    ${epilogue_schedule},
-    ${epilogue_functor}
->::CollectiveOp;
-
-${mixed_dtype_prepare_code}
-
-using ${operation_name}_mainloop =
-typename cutlass::gemm::collective::CollectiveBuilder<
-    ${arch}, ${opcode_class_main},
-    ${element_a}, ${layout_a}, ${align_a},
-    ${element_b}, ${layout_b}, ${align_b},
-    ${element_accumulator},
-    cute::Shape<cute::_${tile_shape_m}, cute::_${tile_shape_n}, cute::_${tile_shape_k}>,
-    cute::Shape<${cluster_shape_m}, ${cluster_shape_n}, ${cluster_shape_k}>,
-    ${stages},
-    ${kernel_schedule}
->::CollectiveOp;
-
-// Gemm operator ${operation_name}
-using ${operation_name}_base = cutlass::gemm::kernel::GemmUniversal<
-    ${problem_shape},
-    ${operation_name}_mainloop,
-    ${operation_name}_epilogue,
-    ${tile_scheduler}>;
-
-// Define named type
-struct ${operation_name} :
-public ${operation_name}_base { };
-
-        """
+# Where torch 2.11 keeps the CUTLASS 3.x instance skeleton it substitutes (read in place from
+# the torch source, never stored here).
+_EXTENSIONS_PY = "_inductor/codegen/cutlass/lib_extensions/gemm_operation_extensions.py"
+_EMITTER = "EmitGemmUniversal3xInstanceWithEVT"
 
 
-def _emit_3x(op: Any) -> str:
-    """EmitGemmUniversal3xInstanceWithEVT(evt_name=None).emit for dense, non-grouped,
-    non-mixed, non-block-scaled ops."""
-    from cutlass_library import library as L
+@dataclass(frozen=True)
+class Skeleton:
+    """The `${...}` texts Inductor's 3.x emitter fills: the instance and its epilogue functor."""
 
-    if L.is_grouped(op.gemm_kind) or L.is_block_scaled(op.gemm_kind):
+    instance: str
+    functor: str
+
+
+@functools.lru_cache(maxsize=8)
+def instance_skeleton(torch_package: Path | None) -> Skeleton | None:
+    """The skeleton of the torch source at `torch_package`, or None (no source, or the text
+    is not where torch 2.11 keeps it: cutlass_library's own emitter is used instead)."""
+    if torch_package is None:
+        return None
+    file = torch_package / _EXTENSIONS_PY
+    try:
+        return Skeleton(
+            attribute_string(file, _EMITTER, "gemm_template"),
+            attribute_string(file, _EMITTER, "builtin_epilogue_functor_template"),
+        )
+    except UpstreamTextError:
+        return None
+
+
+def _emit_3x(op: Any, skeleton: Skeleton | None) -> str:
+    """What EmitGemmUniversal3xInstanceWithEVT(evt_name=None).emit writes for a dense,
+    non-grouped, non-mixed, non-block-scaled op: torch's skeleton filled with the op's tags.
+    Without the skeleton, cutlass_library's own 3.x emitter (the same builders, laid out by
+    CUTLASS rather than Inductor)."""
+    from cutlass_library import gemm_operation
+    from cutlass_library import library as lib
+
+    if lib.is_grouped(op.gemm_kind) or lib.is_block_scaled(op.gemm_kind):
         raise Refused("grouped and block-scaled GEMMs are not mirrored")
     if getattr(op, "mixed_input_mode", None) is not None or op.is_complex():
         raise Refused("mixed-input and complex GEMMs are not mirrored")
     if op.arch == 100:
         raise Refused("SM100 ops are not mirrored")
-    td = op.tile_description
-    opcode = td.math_instruction.opcode_class
-    tile_m, tile_n, tile_k = td.tile_shape
-    if td.stages > 0:
-        stages = f"cutlass::gemm::collective::StageCount<{td.stages}>"
-    else:
-        stages = (
-            "cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>("
-            f"sizeof(typename {op.procedural_name()}_epilogue::SharedStorage))>"
-        )
-    functor = L.SubstituteTemplate(
-        _FUNCTOR,
+    if skeleton is None:
+        return str(gemm_operation.EmitGemmUniversal3xInstance().emit(op))
+    values = {**_operand_tags(op, lib), **_tile_tags(op, lib), **_schedule_tags(op, lib)}
+    values["epilogue_functor"] = lib.SubstituteTemplate(
+        skeleton.functor,
         {
-            "element_epilogue": str(L.DataTypeTag[op.element_epilogue]),
-            "epilogue_functor": L.EpilogueFunctor3xTag[op.epilogue_functor],
+            "epilogue_functor": lib.EpilogueFunctor3xTag[op.epilogue_functor],
+            "element_epilogue": values["element_epilogue"],
         },
     )
+    return str(lib.SubstituteTemplate(skeleton.instance, values))
 
-    def cluster(i: int) -> str:
-        return f"cute::_{td.cluster_shape[i]}" if td.cluster_shape[i] > 0 else "int"
 
-    values = {
+def _operand_tags(op: Any, lib: Any) -> dict[str, str]:
+    """Element type, layout and alignment of A, B, C, D; accumulator and epilogue types."""
+    tags: dict[str, str] = {}
+    for letter in "abcd":
+        operand = getattr(op, letter.upper())
+        tags[f"element_{letter}"] = str(lib.DataTypeTag[operand.element])
+        tags[f"align_{letter}"] = str(operand.alignment)
+        tags[f"layout_{letter}"] = str(lib.LayoutTag[operand.layout])
+    tags["element_accumulator"] = str(lib.DataTypeTag[op.accumulator_type()])
+    tags["element_epilogue"] = str(lib.DataTypeTag[op.element_epilogue])
+    return tags
+
+
+def _tile_tags(op: Any, lib: Any) -> dict[str, str]:
+    """Tile and cluster extents (a cluster extent of 0 is a runtime `int`), stage count."""
+    td = op.tile_description
+    tags = {f"tile_shape_{axis}": str(v) for axis, v in zip("mnk", td.tile_shape)}
+    for axis, v in zip("mnk", td.cluster_shape):
+        tags[f"cluster_shape_{axis}"] = f"cute::_{v}" if v > 0 else "int"
+    if td.stages > 0:
+        tags["stages"] = f"cutlass::gemm::collective::StageCount<{td.stages}>"
+    else:  # as many stages as fit beside the epilogue's shared storage
+        carve = f"sizeof(typename {op.procedural_name()}_epilogue::SharedStorage)"
+        tags["stages"] = (
+            f"cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>({carve})>"
+        )
+    return tags
+
+
+def _schedule_tags(op: Any, lib: Any) -> dict[str, str]:
+    """Names, arch, opcode class and the kernel/epilogue/tile schedules."""
+    opcode = str(lib.OpcodeClassTag[op.tile_description.math_instruction.opcode_class])
+    return {
         "operation_name": op.procedural_name(),
         "operation_suffix": "",
         "problem_shape": "cute::Shape<int,int,int,int>",
-        "element_a": L.DataTypeTag[op.A.element],
-        "layout_a": L.LayoutTag[op.A.layout],
-        "element_b": L.DataTypeTag[op.B.element],
-        "layout_b": L.LayoutTag[op.B.layout],
-        "element_c": L.DataTypeTag[op.C.element],
-        "layout_c": L.LayoutTag[op.C.layout],
-        "element_d": L.DataTypeTag[op.D.element],
-        "layout_d": L.LayoutTag[op.D.layout],
-        "element_accumulator": L.DataTypeTag[op.accumulator_type()],
-        "opcode_class_main": L.OpcodeClassTag[opcode],
-        "opcode_class_epi": L.OpcodeClassTag[opcode],
         "arch": f"cutlass::arch::Sm{op.arch}",
-        "tile_shape_m": str(tile_m),
-        "tile_shape_n": str(tile_n),
-        "tile_shape_k": str(tile_k),
-        "cluster_shape_m": cluster(0),
-        "cluster_shape_n": cluster(1),
-        "cluster_shape_k": cluster(2),
-        "kernel_schedule": str(L.KernelScheduleTag[op.kernel_schedule]),
-        "epilogue_schedule": str(L.EpilogueScheduleTag[op.epilogue_schedule]),
+        "opcode_class_main": opcode,
+        "opcode_class_epi": opcode,
+        "kernel_schedule": str(lib.KernelScheduleTag[op.kernel_schedule]),
+        "epilogue_schedule": str(lib.EpilogueScheduleTag[op.epilogue_schedule]),
+        "tile_scheduler": str(lib.TileSchedulerTag[op.tile_scheduler]),
         "epi_tile_mn": "cutlass::epilogue::collective::EpilogueTileAuto",
-        "epilogue_functor": functor,
-        "stages": stages,
-        "align_a": str(op.A.alignment),
-        "align_b": str(op.B.alignment),
-        "align_c": str(op.C.alignment),
-        "align_d": str(op.D.alignment),
-        "element_epilogue": str(L.DataTypeTag[op.element_epilogue]),
-        "tile_scheduler": str(L.TileSchedulerTag[op.tile_scheduler]),
         "mixed_dtype_prepare_code": "",
     }
-    return str(L.SubstituteTemplate(_GEMM_3X, values))

@@ -22,10 +22,11 @@ import re
 import threading
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from kls.cache_dir import cache_dir, write_atomic
-from kls.cutlass.inductor211 import Refused, TensorLayout, emit_torch211
+from kls.cutlass.inductor211 import Refused, TensorLayout, emit_torch211, instance_skeleton
 from kls.suggest import did_you_mean
 
 _LOCK = threading.Lock()
@@ -246,10 +247,14 @@ def emit_instance_torch211(
     y: TensorLayout,
     sm: int,
     level: str = DEFAULT_LEVEL,
+    torch_package: Path | None = None,
 ) -> EmittedOp:
     """`instance_definition`/`instance_type` as torch 2.11's Inductor makes them for these
-    tensors (kls.cutlass.inductor211); OpLookupError where Inductor would skip the op."""
-    key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm])
+    tensors (kls.cutlass.inductor211), with the instance skeleton of the torch source at
+    `torch_package`; OpLookupError where Inductor would skip the op."""
+    skeleton = instance_skeleton(torch_package)
+    shape = hashlib.sha256(repr(skeleton).encode()).hexdigest()[:16]
+    key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm, shape])
     digest = hashlib.sha256(key.encode()).hexdigest()[:24]
     path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
     try:
@@ -260,7 +265,7 @@ def emit_instance_torch211(
     with _LOCK:
         op = _generated_op(name, level)
         try:
-            e = emit_torch211(op, x, w, bias, y, sm)
+            e = emit_torch211(op, x, w, bias, y, sm, skeleton)
         except Refused as exc:
             raise OpLookupError(f"op '{name}': {exc}") from exc
     emitted = EmittedOp(

@@ -50,6 +50,8 @@ from kls.template.source import (
     read_file_text,
 )
 from kls.tune.table import TuneSpaceError, parse_space
+from kls.upstream import Located, TorchSourceError, locate
+from kls.upstream.refs import TORCH_PREFIX, is_torch_ref
 
 CONFIG_NAMES = ("kls.toml", "pyproject.toml")
 INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
@@ -75,7 +77,8 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
 }
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}
-TOP_KEYS = {"instances", "defaults"}
+TOP_KEYS = {"instances", "defaults", "torch"}
+TORCH_KEYS = {"source"}
 TEMPLATE_KEYS = ("template", "argument_template", "epilogue_template")
 C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # C and C++ keywords a kernel name must not be (CUDA C++ is compiled as C++).
@@ -131,6 +134,17 @@ class InstanceSet:
         }
         return list(out)
 
+    def upstream_files(self) -> list[Path]:
+        """The main-template files (or `file.py::NAME` ids) that instances read from the
+        torch source, in the order instances name them."""
+        out: dict[Path, None] = {}
+        for i in self.instances.values():
+            if i.torch_package is not None and TemplateRef.parse(i.template).file.is_relative_to(
+                i.torch_package
+            ):
+                out[TemplateRef.parse(i.template).file] = None
+        return list(out)
+
     def python_files(self) -> list[Path]:
         """The Python files whose constants instances read as templates."""
         out = {
@@ -170,10 +184,15 @@ def _has_tool_kls(pyproject: Path) -> bool:
 
 
 def load_instances(
-    path: Path, text: str | None = None, extra_roots: Iterable[str | Path] = ()
+    path: Path,
+    text: str | None = None,
+    extra_roots: Iterable[str | Path] = (),
+    trusted: bool = True,
 ) -> InstanceSet:
     """The instances of the config at `path` (or of `text`, its unsaved contents). Template
-    paths must lie inside the config's folder or one of `extra_roots` (KT004 otherwise)."""
+    paths must lie inside the config's folder or one of `extra_roots` (KT004 otherwise), or
+    be `torch:` references into the located torch source. An untrusted workspace's
+    `[torch] source` key is ignored."""
     result = InstanceSet(path)
     try:
         text = _read_config(path) if text is None else text
@@ -202,8 +221,23 @@ def load_instances(
         prefix = ("tool", "kls")
     reader = _Reader(path, TomlLocator(text), prefix, result.findings)
     reader.roots = project_roots(path, extra_roots)
+    reader.trusted = trusted
     reader.read(data, result.instances)
+    reader.note_skipped()
     return result
+
+
+def torch_source_of(path: Path) -> str | None:
+    """The `[torch] source` a config names (None: unset, unreadable or not a string)."""
+    try:
+        data = tomllib.loads(_read_config(path))
+    except (OSError, UnicodeDecodeError, _ConfigTooLarge, tomllib.TOMLDecodeError):
+        return None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("kls", {})
+    table = data.get("torch")
+    value = table.get("source") if isinstance(table, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 class _ConfigTooLarge(Exception):
@@ -241,6 +275,46 @@ class _Reader:
         self.prefix = prefix
         self.out = out
         self.roots: tuple[Path, ...] = project_roots(path)
+        self.trusted = True
+        self.torch_value: str | None = None
+        self._torch: Located | None = None
+        self.skipped: list[tuple[str, tuple[str, ...]]] = []  # (instance, keys): no source
+
+    def torch(self) -> Located:
+        """The torch source for this config, located once (on first need)."""
+        if self._torch is None:
+            self._torch = locate(self.torch_value if self.trusted else None, self.path.parent)
+        return self._torch
+
+    def read_torch_table(self, raw: Any) -> None:
+        if not isinstance(raw, dict):
+            self.error(("torch",), "KT002", '[torch] must be a table: source = "PATH"')
+            return
+        for key, value in raw.items():
+            if key not in TORCH_KEYS:
+                hint = did_you_mean(key, TORCH_KEYS)
+                self.error(("torch", key), "KT003", f"unknown key '{key}' in [torch]{hint}")
+            elif not isinstance(value, str) or not value:
+                self.error(
+                    ("torch", key),
+                    "KT002",
+                    "[torch] source must name a PyTorch checkout, a torch/ folder or a wheel",
+                )
+            else:
+                self.torch_value = value
+
+    def note_skipped(self) -> None:
+        """One note for the instances that need a torch source when there is none."""
+        if not self.skipped:
+            return
+        names = [name for name, _ in self.skipped]
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        rng = self.locator.find(self.prefix + self.skipped[0][1])
+        message = (
+            f"{len(names)} instance(s) skipped ({shown}): their templates are read from "
+            f"Inductor's own files ({TORCH_PREFIX}...), and {self.torch().not_found_message()}"
+        )
+        self.out.append(Finding("KT007", Severity.INFO, rng, message, path=str(self.path)))
 
     def error(self, keys: tuple[str, ...], code: str, message: str) -> None:
         self.out.append(_finding(self.path, self.locator.find(self.prefix + keys), code, message))
@@ -250,6 +324,8 @@ class _Reader:
             if key not in TOP_KEYS:
                 hint = did_you_mean(key, TOP_KEYS)
                 self.error((key,), "KT003", f"unknown top-level key '{key}'{hint}")
+        if "torch" in data:
+            self.read_torch_table(data["torch"])
         defaults = data.get("defaults", {})
         if not isinstance(defaults, dict):
             self.error(("defaults",), "KT002", "'defaults' must be a table")
@@ -366,7 +442,8 @@ class _Reader:
             reference=self.reference(where("reference"), raw.get("reference"), quiet=True)
             or _default_reference(raw),
             tolerance=float(raw["tolerance"]) if "tolerance" in raw else None,
-            roots=self.roots,
+            roots=self.instance_roots(raw),
+            torch_package=self.torch_package(),
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
@@ -377,6 +454,8 @@ class _Reader:
         """The real path of a template the config names, or None after a KT004 finding: the
         file is missing, or it lies outside the project (checked first, so nothing outside
         is even probed)."""
+        if is_torch_ref(value):
+            return self.torch_template(keys, key, value)
         ref = TemplateRef.parse(value)
         candidate = self.path.parent / ref.file
         if not is_inside(candidate, self.roots):
@@ -397,6 +476,44 @@ class _Reader:
         if ref.constant is None:
             return resolved
         return self.template_constant(keys, key, resolved, ref.constant)
+
+    def torch_package(self) -> Path | None:
+        source = self.torch().source
+        return source.package if source is not None else None
+
+    def instance_roots(self, raw: dict[str, Any]) -> tuple[Path, ...]:
+        """The project's roots, plus the torch source's _inductor/ for an instance whose
+        templates are read from it (so its sub-templates and includes may be too)."""
+        source = self.torch().source
+        uses_torch = any(is_torch_ref(str(raw.get(k, ""))) for k in TEMPLATE_KEYS)
+        if source is None or not uses_torch:
+            return self.roots
+        return (*self.roots, source.inductor.resolve())
+
+    def torch_template(self, keys: tuple[str, ...], key: str, value: str) -> Path | None:
+        """A `torch:` reference as the real path (or `file.py::NAME` id) in the torch source;
+        None when there is no source (the instance is skipped with one note) or after a
+        KT004 finding."""
+        located = self.torch()
+        if located.source is None:
+            self.skipped.append((keys[1] if len(keys) > 1 else "", keys))
+            return None
+        ref = TemplateRef.parse(value[len(TORCH_PREFIX) :])
+        try:
+            file = located.source.path_of(str(ref.file))
+        except TorchSourceError as exc:
+            self.error(keys, "KT004", f"{key} '{value}': {exc}")
+            return None
+        if not file.is_file():
+            self.error(
+                keys,
+                "KT004",
+                f"{key} '{value}': {located.source.describe()} has no {ref.file}",
+            )
+            return None
+        if ref.constant is None:
+            return file
+        return self.template_constant(keys, key, file, ref.constant)
 
     def template_constant(
         self, keys: tuple[str, ...], key: str, file: Path, name: str

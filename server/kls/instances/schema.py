@@ -97,6 +97,10 @@ class InstanceSpec:
     # The real folders this instance's templates and their includes may be read from: the
     # config's folder, then any extra roots (see kls.instances.roots).
     roots: tuple[Path, ...] = ()
+    # The torch source's package folder (the one holding _inductor/) when one was located
+    # for this config: `torch:` references read from it, and a profile that reproduces
+    # Inductor's text reads that text there (kls.upstream).
+    torch_package: Path | None = None
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
 

@@ -59,6 +59,8 @@ class Profile:
     context: dict[str, frozenset[str]]  # fixed context names by kind (plus tensors, vars)
     gemm_buffers: tuple[str, ...]  # buffers every GEMM context has (None when absent)
     def_kernel_before_render: frozenset[str] = field(default_factory=frozenset)  # kinds
+    # The torch releases (major, minor) whose Inductor this profile mirrors; () for none.
+    torch_versions: tuple[tuple[int, int], ...] = ()
 
     def api(self, owner: str, kind: str | None = None) -> frozenset[str]:
         """The names `kernel.`/`template.` may reach (for `kind`, or any kind)."""
@@ -109,6 +111,7 @@ PROFILES: dict[str, Profile] = {
             },
             ("X", "W", "Bias", "Y"),
             frozenset({"cutlass_gemm"}),
+            ((2, 11),),
         ),
     )
 }

@@ -1,4 +1,3 @@
-# ruff: noqa: E501  (the upstream text blocks below are verbatim, wider than 100 columns)
 """The `torch-2.11` profile: Inductor's CUTLASS template API as torch 2.11.0 ships it.
 
 Read from the torch 2.11.0 wheel, `torch/_inductor/codegen/cutlass/`: `kernel.py`
@@ -13,14 +12,24 @@ sizes, offsets and runtime arguments (`swizzle`) from the caller.
 
 from __future__ import annotations
 
+import functools
 import textwrap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, _normalize
 from kls.runtime.record import CallRecord, Recorder
+from kls.runtime.template_api import (
+    CUDA_GLOBALS,
+    CUDA_HEADER,
+    CUTLASS_GLOBALS,
+    CUTLASS_HEADER,
+    GEMM_HEADER,
+)
+from kls.upstream.blocks import UpstreamTextError, method_splices
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.
 DTYPE_TO_CPP = {
@@ -100,80 +109,52 @@ def splice_text(text: str) -> str:
     return buf.getvalue()
 
 
-# The literal blocks CUTLASSTemplate.header/globals and CUTLASSGemmTemplate.header splice.
-HEADER_BLOCKS = (
-    """
-                #include <exception>
-                #include <iostream>
-                #include <memory>
-                #include <random>
-                #include <vector>
-            """,
-    """
-                #include "cute/tensor.hpp"
-                #include "cutlass/cutlass.h"
-                #include "cutlass/numeric_types.h"
-                #include "cutlass/tensor_ref.h"
-                #include "cutlass/util/host_tensor.h"
-                #include "cutlass/util/reference/host/tensor_fill.h"
-                #include "cutlass/util/reference/device/tensor_fill.h"
-                #include "cutlass/util/device_memory.h"
-            """,
-)
-GEMM_HEADER_BLOCK = """
-                #include "cutlass/gemm/gemm.h"
-                #include "cutlass/gemm/device/gemm_universal.h"
-                #include "cutlass/gemm/device/gemm_universal_adapter.h"
-                #include "cutlass/gemm/kernel/gemm_universal.hpp"
-                #include "cutlass/gemm/device/gemm_sparse.h"
-                #include "cutlass/gemm/collective/collective_builder.hpp"
-                #include "cutlass/epilogue/collective/collective_builder.hpp"
-                #include "cutlass/epilogue/collective/default_epilogue.hpp"
-                #include "cutlass/epilogue/thread/linear_combination.h"
-                #include "cutlass/epilogue/thread/activation.h"
-                #include "cutlass/gemm/dispatch_policy.hpp"
-                #include "cutlass/gemm/kernel/tile_scheduler.hpp"
-                #include "cutlass/tensor_ref.h"
-                #include "cutlass/util/distribution.h"
-                #include "cutlass/util/packed_stride.hpp"
-                #include "cutlass/util/tensor_view_io.h"
-            """
-GLOBALS_BLOCKS = (
-    """
-                // We compile all models with -fvisibility=hidden. Any symbols that need to be
-                // exposed in the final shared library must be declared with PT_EXPORT to make
-                // them visible.
-                #ifdef __GNUC__ // Applies to any compiler with GNU extensions (clang and g++)
-                #define PT_EXPORT __attribute__((__visibility__("default")))
-                #else
-                #ifdef _WIN32
-                #define PT_EXPORT __declspec(dllexport)
-                #else
-                #define PT_EXPORT
-                #endif
-                #endif
-            """,
-    """
-                using namespace cute;
-                #define CUTLASS_CHECK(status)                                                      \\
-                {                                                                                  \\
-                  cutlass::Status error = status;                                                  \\
-                  if (error != cutlass::Status::kSuccess) {                                        \\
-                    auto msg = std::string("[") + __FILE__ + "] Got cutlass error: " +             \\
-                        cutlassGetStatusString(error) + " at: " + std::to_string(__LINE__);        \\
-                    throw std::runtime_error(msg);                                                 \\
-                  }                                                                                \\
-                }
+# Where torch 2.11 keeps the text that `template.header()` / `template.globals()` splice: read
+# from the located torch source (kls.upstream), never stored here.
+_TEMPLATE_PY = "_inductor/codegen/cutlass/template.py"
+_GEMM_TEMPLATE_PY = "_inductor/codegen/cutlass/gemm_template.py"
 
-                // Used as pass-through functor in EVT just for type casting / rounding
-                template <typename T>
-                struct identity_op {
-                  CUTLASS_HOST_DEVICE
-                  T operator()(T val) const { return val; }
-                };
 
-            """,
-)
+@dataclass(frozen=True)
+class SplicedText:
+    """The blocks torch's header()/globals() splice, in order; `upstream` says whether they
+    were read from the torch source (else they are kls's own equivalent C++)."""
+
+    header: tuple[str, ...]
+    gemm_header: tuple[str, ...]
+    globals: tuple[str, ...]
+    upstream: bool
+
+
+def _fallback_text() -> SplicedText:
+    """Without a torch source: the same includes (which headers a kernel needs is a fact) and
+    kls's own PT_EXPORT / CUTLASS_CHECK definitions. Compiles and runs alike; not byte-equal
+    to Inductor's output (the conformance test needs a source)."""
+    return SplicedText(
+        (CUDA_HEADER, CUTLASS_HEADER),
+        (GEMM_HEADER,),
+        (CUDA_GLOBALS, CUTLASS_GLOBALS),
+        upstream=False,
+    )
+
+
+@functools.lru_cache(maxsize=8)
+def spliced_text(torch_package: Path | None) -> SplicedText:
+    """The blocks of torch's CUTLASSTemplate.header/globals and CUTLASSGemmTemplate.header,
+    read from the source at `torch_package`; kls's own equivalent when there is none or the
+    text is not where torch 2.11 keeps it."""
+    if torch_package is None:
+        return _fallback_text()
+    try:
+        return SplicedText(
+            method_splices(torch_package / _TEMPLATE_PY, "CUTLASSTemplate", "header"),
+            # CUTLASSGemmTemplate.header splices its includes, then (test runner only) more.
+            method_splices(torch_package / _GEMM_TEMPLATE_PY, "CUTLASSGemmTemplate", "header")[:1],
+            method_splices(torch_package / _TEMPLATE_PY, "CUTLASSTemplate", "globals"),
+            upstream=True,
+        )
+    except UpstreamTextError:
+        return _fallback_text()
 
 
 @dataclass(frozen=True)
@@ -597,24 +578,36 @@ class Torch211Template:
     TEMPLATE_API: ClassVar[frozenset[str]] = frozenset(
         {"header", "globals", "cute_int", "cutlass_type_cast", "cutlass_sparse_meta_type_cast"}
     )
-    header_blocks: tuple[str, ...] = HEADER_BLOCKS
 
-    def __init__(self, recorder: Recorder, kernel: Torch211Kernel, output: Buffer | None) -> None:
+    def __init__(
+        self,
+        recorder: Recorder,
+        kernel: Torch211Kernel,
+        output: Buffer | None,
+        text: SplicedText | None = None,
+    ) -> None:
         self.recorder = recorder
         self.kernel = kernel
         self.output_node = output
+        self.text = text or _fallback_text()
+
+    def __repr__(self) -> str:
+        return "<template: torch-2.11 CUTLASSTemplate helpers>"
+
+    def _header_blocks(self) -> tuple[str, ...]:
+        return self.text.header
 
     def header(self) -> IndentedBuffer:
         self.recorder.call("template", "header")
         res = IndentedBuffer()
-        for block in self.header_blocks:
+        for block in self._header_blocks():
             res.splice(block)
         return res
 
     def globals(self) -> IndentedBuffer:
         self.recorder.call("template", "globals")
         res = IndentedBuffer()
-        for block in GLOBALS_BLOCKS:
+        for block in self.text.globals:
             res.splice(block)
         return res
 
@@ -653,7 +646,6 @@ class Torch211GemmTemplate(Torch211Template):
         "gemm_mode",
         "render_gemm_arguments",
     }
-    header_blocks = (*HEADER_BLOCKS, GEMM_HEADER_BLOCK)
 
     def __init__(
         self,
@@ -661,9 +653,16 @@ class Torch211GemmTemplate(Torch211Template):
         kernel: Torch211Kernel,
         output: Buffer | None,
         render_sub: SubRender,
+        text: SplicedText | None = None,
     ) -> None:
-        super().__init__(recorder, kernel, output)
+        super().__init__(recorder, kernel, output, text)
         self._render_sub = render_sub
+
+    def __repr__(self) -> str:
+        return "<template: torch-2.11 CUTLASSGemmTemplate helpers>"
+
+    def _header_blocks(self) -> tuple[str, ...]:
+        return (*self.text.header, *self.text.gemm_header)
 
     def gemm_mode(self) -> str:
         """CUTLASSGemmTemplate.gemm_mode."""
@@ -709,8 +708,9 @@ class Torch211Gemm3xTemplate(Torch211GemmTemplate):
         output: Buffer | None,
         render_sub: SubRender,
         input_reorder: list[int] | None,
+        text: SplicedText | None = None,
     ) -> None:
-        super().__init__(recorder, kernel, output, render_sub)
+        super().__init__(recorder, kernel, output, render_sub, text)
         self._input_reorder = input_reorder
 
     def _arg_names_for_test_call(self, names: list[str], has: dict[str, bool]) -> list[str]:

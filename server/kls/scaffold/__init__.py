@@ -1,12 +1,15 @@
 """`kls init`: a small project that checks, compiles and (with a GPU) verifies and benchmarks out
 of the box: an elementwise add with its NumPy reference, or (`--gemm`) a CUTLASS 3.x GEMM in
-today's Inductor style (torch 2.11's own templates, profile torch-2.11)."""
+today's Inductor style: a kls.toml whose instance reads torch 2.11's own templates in place
+from the located torch source (kls.upstream), so `--gemm` needs one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+
+from kls.upstream import locate
 
 KINDS = ("default", "gemm")
 
@@ -16,20 +19,13 @@ class Scaffold:
     files: tuple[str, ...]
     first_template: str
     first_instance: str
+    needs_torch: bool = False  # its instances read templates from the torch source
 
 
 SCAFFOLDS = {
     "default": Scaffold(("kls.toml", "add.cu.jinja", "refs.py"), "add.cu.jinja", "add_bf16"),
-    "gemm": Scaffold(
-        (
-            "kls.toml",
-            "gemm_cutlass3x.cu.jinja",
-            "gemm_args_cutlass3x.cuh.jinja",
-            "gemm_args_cutlass3x_epilogue.cuh.jinja",
-        ),
-        "gemm_cutlass3x.cu.jinja",
-        "gemm_bf16_4096",
-    ),
+    # Its templates are Inductor's own, in the torch source: commands name the config.
+    "gemm": Scaffold(("kls.toml",), "kls.toml", "gemm_bf16_4096", needs_torch=True),
 }
 
 
@@ -52,6 +48,13 @@ def init(folder: Path, kind: str = "default") -> list[Path]:
             f"{folder} already has {', '.join(existing)}; kls init never overwrites a file: "
             "run it in an empty folder (kls init NEW_FOLDER)"
         )
+    if scaffold.needs_torch:
+        located = locate()
+        if located.source is None:
+            raise InitError(
+                "kls init --gemm writes instances of torch 2.11's own GEMM templates, read in "
+                f"place from a torch source, and {located.not_found_message()}"
+            )
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name in scaffold.files:

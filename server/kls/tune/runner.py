@@ -668,7 +668,9 @@ def swap_of(spec: InstanceSpec, unit: BuildUnit) -> bool:
     if x is None or w is None or y is None:
         return False
     try:
-        emitted = emit_instance_torch211(unit.choice.op, x, w, b, y, spec.sm, unit.choice.level)
+        emitted = emit_instance_torch211(
+            unit.choice.op, x, w, b, y, spec.sm, unit.choice.level, spec.torch_package
+        )
         return emitted.should_swap_xw
     except OpLookupError:
         return False
