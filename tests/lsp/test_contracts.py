@@ -14,7 +14,7 @@ import pytest
 
 from kls.lsp import protocol
 from kls.lsp.settings import CLIENT_KEYS, Settings
-from kls.sandbox.workers import RENDER_MEMORY_MB_RANGE, RENDER_SECONDS_RANGE
+from kls.sandbox.workers import EDITOR_MEMORY_MB_RANGE, EDITOR_SECONDS_RANGE
 from tests.conftest import ROOT
 
 EXTENSION = ROOT / "vscode-extension"
@@ -138,10 +138,19 @@ def test_settings_match_package_json_and_the_extension() -> None:
 def test_setting_bounds_match() -> None:
     properties = PACKAGE["contributes"]["configuration"]["properties"]
     for key, bounds in (
-        ("renderTimeout", RENDER_SECONDS_RANGE),
-        ("renderMemoryMB", RENDER_MEMORY_MB_RANGE),
+        ("renderTimeout", EDITOR_SECONDS_RANGE),
+        ("renderMemoryMB", EDITOR_MEMORY_MB_RANGE),
     ):
         assert (properties[f"kls.{key}"]["minimum"], properties[f"kls.{key}"]["maximum"]) == bounds
     # What the server reads from the client is what package.json offers.
     raw = {key: properties[f"kls.{key}"]["default"] for key in CLIENT_KEYS.values()}
     assert Settings.from_client(raw) == Settings()
+
+
+def test_an_untrusted_workspace_cannot_set_what_runs_or_what_bounds() -> None:
+    """VS Code ignores a workspace's value of these in Restricted Mode: every setting that
+    names a program, a folder or a config, and the render sandbox's bounds."""
+    restricted = set(PACKAGE["capabilities"]["untrustedWorkspaces"]["restrictedConfigurations"])
+    must = {"python.interpreterPath", "nvccPath", "clangPath", "cutlassInclude", "extraRoots"}
+    must |= {"instancesFile", "renderTimeout", "renderMemoryMB"}
+    assert {f"kls.{key}" for key in must} <= restricted

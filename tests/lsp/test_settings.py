@@ -86,3 +86,24 @@ async def test_a_client_without_configuration_keeps_defaults() -> None:
     await harness.initialize("neovim")
     assert harness.server.settings == Settings()
     await harness.close()
+
+
+def test_an_editor_cannot_lift_the_render_bounds() -> None:
+    """Values from an editor may be a workspace's own: at most 10 s and 2048 MB (the issue's
+    300 s and 16384 MB let a template run to 6 GB); outside, the default applies. Only the
+    CLI flags go higher."""
+    from kls.cli import _parser
+
+    raised = Settings.from_client({"renderTimeout": 300, "renderMemoryMB": 16384})
+    assert (raised.render_timeout_s, raised.render_memory_mb) == (
+        DEFAULT_SECONDS,
+        DEFAULT_MEMORY_MB,
+    )
+    just_above = Settings.from_client({"renderTimeout": 10.01, "renderMemoryMB": 2049})
+    assert just_above.worker_limits() == Settings().worker_limits()
+    ceiling = Settings.from_client({"renderTimeout": 10, "renderMemoryMB": 2048})
+    assert (ceiling.render_timeout_s, ceiling.render_memory_mb) == (10.0, 2048)
+    args = _parser().parse_args(
+        ["check", "--render-timeout", "300", "--render-memory", "16384", "."]
+    )
+    assert (args.render_timeout, args.render_memory) == (300.0, 16384)

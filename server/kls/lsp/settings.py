@@ -8,8 +8,8 @@ from typing import Any
 from kls.sandbox.workers import (
     DEFAULT_MEMORY_MB,
     DEFAULT_SECONDS,
-    RENDER_MEMORY_MB_RANGE,
-    RENDER_SECONDS_RANGE,
+    EDITOR_MEMORY_MB_RANGE,
+    EDITOR_SECONDS_RANGE,
     WorkerLimits,
 )
 
@@ -63,10 +63,10 @@ class Settings:
             compile_on_save=compile_on_save if isinstance(compile_on_save, bool) else True,
             cutlass_include=text("cutlassInclude"),
             extra_roots=_folders(raw.get("extraRoots")),
-            render_timeout_s=_number(raw.get("renderTimeout"), RENDER_SECONDS_RANGE)
+            render_timeout_s=_number(raw.get("renderTimeout"), EDITOR_SECONDS_RANGE)
             or DEFAULT_SECONDS,
             render_memory_mb=int(
-                _number(raw.get("renderMemoryMB"), RENDER_MEMORY_MB_RANGE) or DEFAULT_MEMORY_MB
+                _number(raw.get("renderMemoryMB"), EDITOR_MEMORY_MB_RANGE) or DEFAULT_MEMORY_MB
             ),
         )
 

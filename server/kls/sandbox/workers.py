@@ -49,19 +49,18 @@ from kls.sandbox.child import failed, time_message
 GRACE_S = 1.0  # after the render's deadline, before the parent kills the worker
 DEFAULT_MEMORY_MB = 1024  # per worker; a shipped CUTLASS render peaks at ~60 MB
 DEFAULT_SECONDS = 5.0  # a shipped render takes 2-25 ms warm, ~0.2 s in a fresh worker
-# What the settings (`kls.renderTimeout`, `kls.renderMemoryMB`, `--render-timeout`,
-# `--render-memory`) accept: a worker needs ~60 MB to start; more than a few minutes or
-# 16 GB is no longer a bound.
+# What the CLI flags `--render-timeout` and `--render-memory` accept: a worker needs ~60 MB to
+# start; more than a few minutes or 16 GB is no longer a bound.
 RENDER_SECONDS_RANGE = (0.5, 300.0)
 RENDER_MEMORY_MB_RANGE = (256, 16384)
+# What the editor's settings `kls.renderTimeout` and `kls.renderMemoryMB` accept: a value from
+# an editor may come from a workspace's own settings, which must not lift the sandbox's bounds
+# far (with 300 s and 16 GB a template ran to 6 GB); a value outside is the default.
+EDITOR_SECONDS_RANGE = (0.5, 10.0)
+EDITOR_MEMORY_MB_RANGE = (256, 2048)
 # A render still running after this long is deprioritised (the shipped ones take 2-25 ms).
 SLOW_RENDER_S = 0.25
 SLOW_NICENESS = 15
-# What the settings from an editor may ask for at most (`kls.renderTimeout`,
-# `kls.renderMemoryMB`): a workspace's settings must not lift the sandbox's bounds. Only the
-# CLI flags may go up to the ranges above.
-EDITOR_SECONDS_MAX = 10.0
-EDITOR_MEMORY_MB_MAX = 2048
 # The longest a worker may take to generate an instance's CUTLASS op list before its render
 # (kls's own work, outside the template's deadline; level "2222" takes ~22 s cold on 2 cores).
 OP_LIST_SECONDS = 300.0

@@ -35,10 +35,15 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
   "renderMemoryMB",
 ];
 
+/** The render sandbox's defaults (kls.sandbox.workers): an untrusted workspace cannot raise them. */
+export const DEFAULT_RENDER_TIMEOUT_S = 5;
+export const DEFAULT_RENDER_MEMORY_MB = 1024;
+
 /**
  * What the server sees through workspace/configuration. In an untrusted workspace nothing
  * that runs tools from the workspace is enabled: no compile on save, no custom nvcc/clang/CUTLASS,
- * and templates are read from the project alone (no extra roots).
+ * templates are read from the project alone (no extra roots), and the render's time and
+ * memory can be lowered but never raised above the defaults.
  */
 export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean): KlsSettings {
   const out: Record<string, unknown> = {};
@@ -55,8 +60,18 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
     delete out.cutlassInclude;
     delete out.extraRoots;
     delete out.instancesFile; // a kls.toml anywhere would make its folder the project root
+    if (!atMost(out.renderTimeout, DEFAULT_RENDER_TIMEOUT_S)) {
+      delete out.renderTimeout;
+    }
+    if (!atMost(out.renderMemoryMB, DEFAULT_RENDER_MEMORY_MB)) {
+      delete out.renderMemoryMB;
+    }
   }
   return out as KlsSettings;
+}
+
+function atMost(value: unknown, limit: number): boolean {
+  return typeof value === "number" && Number.isFinite(value) && value <= limit;
 }
 
 /** Commands that run nvcc or the GPU: refused in untrusted workspaces. */

@@ -39,4 +39,17 @@ describe("server command line and settings", () => {
     assert.ok(!TRUST_REQUIRED.has("kls.build")); // no such server command: build is kls.compile [uri, "build"]
     assert.match(untrustedMessage("kls.compile"), /untrusted workspace/);
   });
+  it("never lets an untrusted workspace raise the render's time or memory", () => {
+    // The values: with them a template ran to 6 GB (794 MB and KT104 with defaults).
+    const raised = { renderTimeout: 300, renderMemoryMB: 16384 };
+    assert.deepEqual(effectiveSettings(raised, false), { compileOnSave: false });
+    const justAbove = { renderTimeout: 5.5, renderMemoryMB: 1025 };
+    assert.deepEqual(effectiveSettings(justAbove, false), { compileOnSave: false });
+    const wrongType = { renderTimeout: "300", renderMemoryMB: Number.POSITIVE_INFINITY };
+    assert.deepEqual(effectiveSettings(wrongType, false), { compileOnSave: false });
+    const lowered = { renderTimeout: 1, renderMemoryMB: 512 };
+    assert.deepEqual(effectiveSettings(lowered, false), { ...lowered, compileOnSave: false });
+    // A trusted workspace passes them on (the server bounds them: 10 s, 2048 MB).
+    assert.deepEqual(effectiveSettings(raised, true), raised);
+  });
 });
