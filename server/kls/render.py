@@ -44,6 +44,7 @@ from kls.runtime.torch211 import (
     Torch211Kernel,
     Torch211Template,
     splice_text,
+    spliced_text,
 )
 from kls.sandbox.policy import AllowlistSandbox, SandboxLimit
 from kls.sourcemap import (
@@ -450,7 +451,9 @@ def _context_torch211(
     ctx["input_reorder"] = input_reorder
     if not gemm:
         ctx["kernel_name"] = instance.kernel_name
-        ctx["template"] = Torch211Template(r.recorder, kernel, output)
+        ctx["template"] = Torch211Template(
+            r.recorder, kernel, output, spliced_text(instance.torch_package)
+        )
         return ctx
     op, api = _gemm_op_torch211(r, instance, buffers, output, kernel)
     result.op = op
@@ -515,7 +518,14 @@ def prepare_op(instance: InstanceSpec) -> None:
             )
             if x is not None and w is not None and y is not None:
                 emit_instance_torch211(
-                    name, x, w, bias, y, instance.sm, instance.instantiation_level
+                    name,
+                    x,
+                    w,
+                    bias,
+                    y,
+                    instance.sm,
+                    instance.instantiation_level,
+                    instance.torch_package,
                 )
             return
         tensors = instance.tensors
@@ -546,13 +556,16 @@ def _gemm_op_torch211(
             "'tn' ops (global_filter_ops) and sets A/B to the tensors' layouts itself: name "
             "the op's 'tn' variant"
         )
-    op = emit_instance_torch211(name, x, w, bias, y, instance.sm, instance.instantiation_level)
+    op = emit_instance_torch211(
+        name, x, w, bias, y, instance.sm, instance.instantiation_level, instance.torch_package
+    )
     reorder = list(instance.input_reorder) if instance.input_reorder else None
     api: Torch211GemmTemplate
+    text = spliced_text(instance.torch_package)
     if op.is_3x:
-        api = Torch211Gemm3xTemplate(r.recorder, kernel, output, r.render_sub, reorder)
+        api = Torch211Gemm3xTemplate(r.recorder, kernel, output, r.render_sub, reorder, text)
     else:
-        api = Torch211Gemm2xTemplate(r.recorder, kernel, output, r.render_sub)
+        api = Torch211Gemm2xTemplate(r.recorder, kernel, output, r.render_sub, text)
     return op, api
 
 
