@@ -13,6 +13,7 @@ import pytest
 
 from kls.cli import main
 from tests.conftest import Workspace, codes, find_span, only, span
+from tests.upstream import needs_torch_source
 
 ADD_TENSORS = """\
 tensors.A = { shape = [1024, 512], dtype = "fp32" }
@@ -498,19 +499,35 @@ def test_init_writes_a_project_that_checks_clean(
     assert "never overwrites" in capsys.readouterr().err
 
 
+@needs_torch_source
 def test_init_gemm_is_todays_inductor_template(tmp_path: Path) -> None:
-    from tests.conftest import TEMPLATES
-
+    """--gemm writes only kls.toml: its instance reads torch 2.11's own templates in place."""
     folder = tmp_path / "g"
     assert main(["init", "--gemm", str(folder)]) == 0
-    for name in ("gemm_cutlass3x.cu.jinja", "gemm_args_cutlass3x.cuh.jinja"):
-        assert (folder / name).read_bytes() == (TEMPLATES / "inductor" / name).read_bytes()
+    assert sorted(p.name for p in folder.iterdir()) == ["kls.toml"]
+    assert (
+        "torch:_inductor/codegen/cutlass/gemm_template.py::GEMM_TEMPLATE_CUTLASS_3X"
+        in (folder / "kls.toml").read_text()
+    )
     from kls.checks import check_paths
 
     result = check_paths([folder])
     assert result.findings == [] and list(result.renders) == ["gemm_bf16_4096"]
     spec = result.renders["gemm_bf16_4096"].instance
     assert spec.profile == "torch-2.11" and spec.kind == "cutlass_gemm" and spec.reference == "gemm"
+
+
+def test_init_gemm_without_a_torch_source_says_where_it_looked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kls.upstream.locate import forget
+
+    monkeypatch.setenv("KLS_TORCH_SOURCE", "none")
+    forget()
+    assert main(["init", "--gemm", str(tmp_path / "g")]) == 2
+    assert "KLS_TORCH_SOURCE=none" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()  # nothing half-written
+    forget()
 
 
 def test_init_reference_verifies_the_add_on_the_cpu(tmp_path: Path) -> None:

@@ -1,0 +1,155 @@
+"""The torch-source locator: the search order, each shape of source, what it refuses."""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kls.checks.run import check_paths
+from kls.cli import main
+from kls.findings import Severity
+from kls.instances import load_instances
+from kls.upstream import TorchSourceError, locate, major_minor, open_source
+from kls.upstream.locate import forget, set_explicit
+from tests.upstream import needs_torch_source, require_torch_source
+
+REF = "torch:_inductor/codegen/cutlass/gemm_template.py::GEMM_TEMPLATE_CUTLASS_3X"
+
+
+@pytest.fixture(autouse=True)
+def fresh_search(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("KLS_TORCH_SOURCE", raising=False)
+    forget()
+    yield
+    set_explicit(None)
+    forget()
+
+
+def fake_checkout(root: Path, version: str = "2.11.0a0") -> Path:
+    (root / "torch" / "_inductor" / "kernel").mkdir(parents=True)
+    (root / "torch" / "_inductor" / "kernel" / "mm.py").write_text("X = 'int x;'\n")
+    (root / "version.txt").write_text(version + "\n")
+    return root
+
+
+def test_versions_compare_by_major_minor() -> None:
+    assert major_minor("2.11.0+cu130") == major_minor("2.11.0a0+git1") == (2, 11)
+    assert major_minor("unknown") is None
+
+
+def test_a_checkout_its_package_folder_and_a_wheel(tmp_path: Path) -> None:
+    checkout = fake_checkout(tmp_path / "pytorch")
+    source = open_source(checkout)
+    assert (source.kind, source.version) == ("checkout", "2.11.0a0")
+    assert source.package == (checkout / "torch").resolve()
+    wheel = tmp_path / "torch-2.11.0-cp311-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("torch/version.py", "__version__ = '2.11.0+cu130'\n")
+        z.writestr("torch/_inductor/kernel/mm.py", "X = 1\n")
+        z.writestr("torch/_inductor/../../escape.py", "X = 1\n")  # a name that leaves
+        z.writestr("torch/lib/libtorch.so", b"\0" * 10)  # not a source kls reads
+    unpacked = open_source(wheel)
+    assert (unpacked.kind, unpacked.version) == ("wheel", "2.11.0+cu130")
+    assert (unpacked.package / "_inductor" / "kernel" / "mm.py").read_text() == "X = 1\n"
+    assert not (unpacked.package / "lib").exists()
+    assert not (unpacked.package.parent.parent / "escape.py").exists()
+
+
+def test_reads_stay_under_inductor(tmp_path: Path) -> None:
+    source = open_source(fake_checkout(tmp_path / "pytorch"))
+    for bad in ("version.py", "_inductor/../../../etc/passwd", "/etc/passwd"):
+        with pytest.raises(TorchSourceError):
+            source.path_of(bad)
+
+
+def test_search_order_and_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = fake_checkout(tmp_path / "a", "2.11.0"), fake_checkout(tmp_path / "b", "2.10.0")
+    found = locate(str(b), tmp_path)  # the kls.toml key alone
+    assert found.source is not None and found.source.version == "2.10.0"
+    monkeypatch.setenv("KLS_TORCH_SOURCE", str(a))  # the variable wins over the key
+    found = locate(str(b), tmp_path)
+    assert found.source is not None and found.source.version == "2.11.0"
+    set_explicit(str(b))  # the CLI flag / editor setting wins over both
+    found = locate(None, tmp_path)
+    assert found.source is not None and found.source.version == "2.10.0"
+    set_explicit(None)
+    monkeypatch.setenv("KLS_TORCH_SOURCE", "none")
+    assert locate(str(b), tmp_path).source is None and locate(str(b), tmp_path).off
+
+
+def test_a_named_source_that_is_none_is_reported_not_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KLS_TORCH_SOURCE", str(tmp_path / "missing"))
+    found = locate(None, tmp_path)
+    assert found.source is None and "does not exist" in found.not_found_message()
+
+
+def test_untrusted_config_key_is_ignored(tmp_path: Path) -> None:
+    fake_checkout(tmp_path / "pytorch")
+    (tmp_path / "kls.toml").write_text(
+        '[torch]\nsource = "pytorch"\n\n[instances.a]\nprofile = "torch-2.11"\n'
+        'template = "torch:_inductor/kernel/mm.py::X"\n'
+        'tensors.X = { shape = [4], dtype = "f32" }\n'
+    )
+    assert load_instances(tmp_path / "kls.toml").instances["a"].torch_package is not None
+    forget()
+    untrusted = load_instances(tmp_path / "kls.toml", trusted=False)
+    assert "a" not in untrusted.instances
+    [note] = [f for f in untrusted.findings if f.code == "KT007"]
+    assert note.severity == Severity.INFO
+
+
+def test_shipped_templates_without_a_source_pass_with_one_note(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from tests.conftest import TEMPLATES
+
+    monkeypatch.setenv("KLS_TORCH_SOURCE", "none")
+    result = check_paths([TEMPLATES])
+    assert not [f for f in result.findings if f.severity <= Severity.WARNING]
+    notes = [f for f in result.findings if f.code == "KT007"]
+    assert len(notes) == 1 and "torch211_sm90_bf16_4096" in notes[0].message
+    assert not [n for n in result.renders if n.startswith("torch211_")]
+
+
+def test_kls_info(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    checkout = fake_checkout(tmp_path / "pytorch", "2.10.1")
+    assert main(["info", str(tmp_path), "--torch-source", str(checkout)]) == 0
+    out = capsys.readouterr().out
+    assert "torch source: torch 2.10.1 (checkout" in out
+    assert "profile torch-2.11" in out and "(the source differs)" in out
+
+
+@needs_torch_source
+def test_upstream_constant_checks_clean_and_a_planted_error_lands_on_its_line(
+    tmp_path: Path,
+) -> None:
+    """A checkout-shaped copy of the source's gemm_template.py with one mistake planted."""
+    source = require_torch_source()
+    rel = "_inductor/codegen/cutlass/gemm_template.py"
+    copy = tmp_path / "pytorch" / "torch" / rel
+    copy.parent.mkdir(parents=True)
+    text = (source.package / rel).read_text()
+    (tmp_path / "pytorch" / "version.txt").write_text(source.version)
+    config = tmp_path / "proj" / "kls.toml"
+    config.parent.mkdir()
+    shipped = (Path(__file__).parents[1] / "data" / "upstream" / "kls.toml").read_text()
+    config.write_text(
+        f'[torch]\nsource = "{tmp_path / "pytorch"}"\n\n'
+        + shipped.replace('"gemm_template.py::', f'"torch:{rel}::')
+    )
+    copy.write_text(text)
+    clean = check_paths([config.parent])
+    assert [f for f in clean.findings if f.severity == Severity.ERROR] == []
+    assert len(clean.renders) == 4
+    planted = text.replace("kernel.stride(X, -2)", "kernel.stride(X, 7)", 1)
+    copy.write_text(planted)
+    forget()
+    found = check_paths([config.parent])
+    [error] = {(f.code, f.path, f.range.start.line) for f in found.findings if f.code == "KT302"}
+    assert error[1] == str(copy.resolve())
+    assert error[2] == planted[: planted.index("kernel.stride(X, 7)")].count("\n")
