@@ -21,7 +21,7 @@ timeout 280 python3 -m pytest -q -m gpu -n 8 -p no:cacheprovider tests/core/test
   | grep -v "PytestConfigWarning\|_warn_or_fail\|config/__init__\|^  *$" | tail -8
 for i in torch211_sm90_bf16_4096 torch211_sm90_bf16_4096_before torch211_sm90_bf16_4096 \
          torch211_sm90_bf16_4096_before; do
-  timeout 200 python3 -m kls.cli bench templates/inductor/gemm_cutlass3x.cu.jinja -i $i --json \
+  timeout 200 python3 -m kls.cli bench templates/kls.toml -i $i --json \
     >"$out/bench_$i.json" 2>"$out/bench_$i.log"
   python3 - "$out/bench_$i.json" "$i" <<'PY'
 import json, sys

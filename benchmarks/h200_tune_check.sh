@@ -18,7 +18,7 @@ t, n = re.subn(r"swizzle = \[1, 2, 4, 8\]\nshapes = \[\n(?:.*\n)*?\]",
 assert n == 1
 p.write_text(t)
 PY
-timeout -s INT 300 python3 -m kls.cli tune templates/inductor/gemm_cutlass3x.cu.jinja -i $inst \
+timeout -s INT 300 python3 -m kls.cli tune templates/kls.toml -i $inst \
   --limit 6 --json >"$out/tune_check.json" 2>"$out/tune_check.log"
 echo "tune exit $?"; tail -2 "$out/tune_check.log"
 python3 - "$out/tune_check.json" <<'PY'

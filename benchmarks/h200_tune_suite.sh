@@ -12,7 +12,7 @@
 set -u
 step=$1
 source benchmarks/h200_env.sh
-tmpl=templates/inductor/gemm_cutlass3x.cu.jinja
+tmpl=templates/kls.toml
 inst=torch211_sm90_bf16_4096
 if [ "$step" = build ]; then
   rm -f "$out/builds_done"
