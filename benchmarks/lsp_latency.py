@@ -101,7 +101,7 @@ async def edit_latencies(edits: int) -> tuple[list[float], list[float]]:
     c.open("\n".join(lines))
     await c.wait_version(1, timeout=60)
     # Edit a comment line back and forth: every edit changes the text and is re-checked.
-    line = next(i for i, s in enumerate(lines) if s.startswith("// Otherwise"))
+    line = next(i for i, s in enumerate(lines) if s.startswith("// The exported entry"))
     original = lines[line]
     latencies = []
     current = original

@@ -56,7 +56,7 @@ CASES = [
     Case("sm90-initialize-arity", SM90, G3, "(arguments, workspace, stream)", "(arguments, workspace, stream, 1, 2)", "types"),
     Case("sm90-undeclared-name", SM90, G3, "get_workspace_size(arguments)", "get_workspace_size(argments)", "types"),
     Case("sm90-template-args-on-non-template", SM90, G3, "cutlass::gemm::GemmCoord::Index", "cutlass::gemm::GemmCoord<int>::Index", "template args"),
-    Case("sm90-pointer-type", SM90, A3, "{{template.cutlass_type_cast(X, kernel.ptr(X))}},  // ElementA", "(float*)({{kernel.ptr(X)}}),  // ElementA", "types"),
+    Case("sm90-pointer-type", SM90, A3, "{{template.cutlass_type_cast(X, kernel.ptr(X))}},  // ptr_A", "(float*)({{kernel.ptr(X)}}),  // ptr_A", "types"),
     Case("sm90-cute-int-type", SM90, A3, '{{template.cute_int(kernel.stride(X, -1), "stride_x1")}}', "cute::Int<float>{}", "template args"),
     Case("sm90-member-on-pointer", SM90, E3, "{{template.cutlass_type_cast(Y, kernel.ptr(Y))}},  // ElementD", "{{template.cutlass_type_cast(Y, kernel.ptr(Y))}}->data,  // ElementD", "member"),
     Case("sm90-op-k-tile", SM90, G3, "{{instance_definition}}", '{{instance_definition | replace("cute::_256, cute::_64>", "cute::_256, cute::_60>")}}', "template args (op)"),
@@ -64,8 +64,8 @@ CASES = [
     # shipped SM80 (CUTLASS 2.x)
     Case("sm80-extra-brace", SM80, G2, "kernel.size(X, -1)}};", "kernel.size(X, -1)}}};", "syntax"),
     Case("sm80-member-workspace", SM80, G2, "gemm_op.get_workspace_size(", "gemm_op.workspace_size(", "member"),
-    Case("sm80-pointer-for-stride", SM80, A2, "    batch_stride_x,  //", "    &batch_stride_x,  //", "types"),
-    Case("sm80-undeclared-stride", SM80, A2, "    row_stride_y,  //", "    row_stride_yy,  //", "types"),
+    Case("sm80-pointer-for-stride", SM80, A2, "    batch_stride_a, batch_stride_b,", "    &batch_stride_a, batch_stride_b,", "types"),
+    Case("sm80-undeclared-stride", SM80, A2, "lda, ldb, ldc, ldd,", "lda, ldb, ldc, lddd,", "types"),
     Case("sm80-too-few-template-args", SM80, G2, "using ElementComputeEpilogue = {{instance_type}}::ElementAccumulator;", "using ElementComputeEpilogue = cutlass::NumericConverter<{{instance_type}}::ElementAccumulator>;", "template args"),
     Case("sm80-call-type", SM80, G2, "gemm_op(stream);", 'gemm_op("stream");', "types"),
     # shipped plain CUDA (device code)

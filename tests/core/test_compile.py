@@ -133,9 +133,7 @@ def test_render_failure_is_the_finding_and_nvcc_never_runs(work: Path, tmp_path:
 
 
 def test_wrong_type_in_argument_sub_template_lands_on_its_line(work: Path, tmp_path: Path) -> None:
-    line, _ = plant(
-        work, "cutlass2x_args.cuh.jinja", "int64_t row_stride_w =", "int64_t* row_stride_w ="
-    )
+    line, _ = plant(work, "cutlass2x_args.cuh.jinja", "const int64_t ldb =", "const int64_t* ldb =")
     result = compile_instance(
         instance(work, "sm80_bf16_4096"), CompileOptions(), cache=CompileCache(tmp_path)
     )

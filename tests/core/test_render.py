@@ -169,8 +169,8 @@ def test_swap_xw_with_bias_and_tma_epilogue_like_inductor() -> None:
     result = render(SHIPPED.instances["sm90_bf16_4096_bias"])
     assert result.op is not None and result.op.should_swap_xw
     assert result.text is not None
-    assert "(cutlass::bfloat16_t*)(W),  // ElementA const* ptr_A" in result.text
-    assert "static_cast<coord_t>(N),\n      static_cast<coord_t>(M)," in result.text
+    assert "(cutlass::bfloat16_t*)(W),  // ptr_A" in result.text
+    assert "{static_cast<coord_t>(N), static_cast<coord_t>(M)," in result.text
 
 
 def test_cutlass2x_instance_definition_is_a_device_gemm_universal() -> None:

@@ -246,15 +246,15 @@ async def test_data_edits_then_code_edits_publish_what_a_fresh_check_does(
     path = workspace / "cutlass3x_gemm.cu.jinja"
     good = path.read_text()
     broken = good.replace("{{kernel.check_not_null(X)}}", "{{kernel.check_not_null(Z)}}")
-    no_semicolon = good.replace("    CUTLASS_CHECK(status);", "    CUTLASS_CHECK(status)", 1)
+    no_semicolon = good.replace("  CUTLASS_CHECK(status);", "  CUTLASS_CHECK(status)", 1)
     texts = [
         broken,
-        broken.replace("// Otherwise, computes", "// Otherwise, it computes"),  # data only
+        broken.replace("// kernel wants; without one", "// kernel wants; lacking one"),  # data only
         good,  # Jinja code
-        good.replace("// Otherwise, computes", "// Otherwise; computes {"),  # data only
+        good.replace("// kernel wants; without one", "// kernel wants: without one {"),  # data only
         no_semicolon,  # data only, and the rendered CUDA no longer parses
         no_semicolon.replace("{{instance_definition}}", "{{ instance_definition }}"),
-        good.replace("// When workspace_size", "// If workspace_size"),
+        good.replace("// The exported entry.", "// The entry point."),
     ]
     uri = lsp_harness.open(path.as_uri(), texts[0])
     seen = [await lsp_harness.wait_diagnostics(uri, 1)]

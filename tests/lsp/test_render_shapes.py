@@ -96,11 +96,11 @@ def test_shipped_template_comment_edit_then_code_edit_match_fresh_renders() -> N
     render(spec, {path: text})
     keys = shape_keys()
     assert any(k[0] == str(path) for k in keys)  # type: ignore[index]
-    comment = text.replace("// Otherwise", "// Otherwise, edited,", 1)
+    comment = text.replace("// The exported entry", "// The exported entry, edited,", 1)
     assert comment != text
     edited = render(spec, {path: comment})
     assert not shape_keys() - keys
-    assert edited.text is not None and "// Otherwise, edited," in edited.text
+    assert edited.text is not None and "// The exported entry, edited," in edited.text
     same(edited, fresh_with(spec, comment))
     # An edit of Jinja code compiles anew, and a broken one reports Jinja's own error.
     code_edit = comment.replace("{{instance_definition}}", "{{ instance_definition }}", 1)

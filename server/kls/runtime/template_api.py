@@ -46,32 +46,31 @@ GEMM_HEADER = """\
 """
 
 CUDA_GLOBALS = """\
-// We compile all models with -fvisibility=hidden. Any symbols that need to be
-// exposed in the final shared library must be declared with PT_EXPORT to make
-// them visible.
-#ifdef __GNUC__ // Applies to any compiler with GNU extensions (clang and g++)
-#define PT_EXPORT __attribute__((__visibility__("default")))
-#else
-#ifdef _WIN32
+// Libraries are linked with -fvisibility=hidden, so nothing leaves the .so unless marked:
+// PT_EXPORT gives the entry that the caller resolves by name default visibility.
+#if defined(__GNUC__)
+#define PT_EXPORT __attribute__((visibility("default")))
+#elif defined(_WIN32)
 #define PT_EXPORT __declspec(dllexport)
 #else
 #define PT_EXPORT
 #endif
-#endif
 using bfloat16 = nv_bfloat16;
 """
 
+# CUTLASS_CHECK stays a braced block (so a use with or without a trailing `;` compiles, as
+# templates written against Inductor expect); the work is in an inline function.
 CUTLASS_GLOBALS = """\
 using namespace cute;
-#define CUTLASS_CHECK(status)                                                      \\
-{                                                                                  \\
-  cutlass::Status error = status;                                                  \\
-  if (error != cutlass::Status::kSuccess) {                                        \\
-    auto msg = std::string("[") + __FILE__ + "] Got cutlass error: " +             \\
-        cutlassGetStatusString(error) + " at: " + std::to_string(__LINE__);        \\
-    throw std::runtime_error(msg);                                                 \\
-  }                                                                                \\
+// Throws when a CUTLASS call did not return kSuccess, naming the status and the call site.
+inline void kls_cutlass_check(cutlass::Status result, const char* file, int line) {
+  if (result == cutlass::Status::kSuccess) return;
+  std::string what = "CUTLASS call failed with ";
+  what += cutlassGetStatusString(result);
+  what += " (" + std::string(file) + ":" + std::to_string(line) + ")";
+  throw std::runtime_error(what);
 }
+#define CUTLASS_CHECK(status) { kls_cutlass_check((status), __FILE__, __LINE__); }
 """
 
 
