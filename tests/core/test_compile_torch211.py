@@ -11,7 +11,6 @@ import pytest
 from kls.compile import CompileOptions, compile_instance
 from kls.compile.toolchain import _missing_headers
 from kls.instances import load_instances
-
 from tests.conftest import TEMPLATES
 
 
