@@ -48,7 +48,7 @@ class Located:
 
 @dataclass
 class _Cache:
-    found: dict[tuple[str | None, str | None, str | None], Located] = field(default_factory=dict)
+    found: dict[tuple[str | None, ...], Located] = field(default_factory=dict)
 
 
 _CACHE = _Cache()
@@ -66,7 +66,8 @@ def locate(config_value: str | None = None, config_dir: Path | None = None) -> L
     or not trusted)."""
     env = os.environ.get(ENV)
     config = str((config_dir or Path.cwd()) / config_value) if config_value else None
-    key = (_explicit, env, config)
+    # The cache folder is part of the key: a wheel is unpacked under it.
+    key = (_explicit, env, config, os.environ.get("KLS_CACHE_DIR"))
     cached = _CACHE.found.get(key)
     if cached is None:
         cached = _search(_explicit, env, config)
