@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from lsprotocol import types as lsp
+
 from kls.lsp.settings import Settings
 from kls.sandbox.workers import DEFAULT_MEMORY_MB, DEFAULT_SECONDS, shared_workers
 from tests.lsp.harness import Harness
@@ -81,10 +83,36 @@ async def test_changing_the_config_setting_reloads_configs(
     assert list(lsp_harness.server.configs) == [other]
 
 
-async def test_a_client_without_configuration_keeps_defaults() -> None:
+async def test_a_client_without_configuration_is_lint_only_until_it_sends_settings() -> None:
     harness = Harness()
-    await harness.initialize("neovim")
+    await harness.initialize(lsp.ClientCapabilities())  # no workspace/configuration
     assert harness.server.settings == Settings()
+    assert not harness.server.tools_allowed()  # fail closed: the defaults run no tool
+    harness.notify(
+        lsp.WORKSPACE_DID_CHANGE_CONFIGURATION,
+        lsp.DidChangeConfigurationParams(settings={"kls": {"compileOnSave": False}}),
+    )
+    for _ in range(100):
+        if harness.server.tools_allowed():
+            break
+        await asyncio.sleep(0.005)
+    assert harness.server.tools_allowed() and not harness.server.settings.compile_on_save
+    await harness.close()
+
+
+async def test_settings_in_initialization_options_are_read_at_once() -> None:
+    harness = Harness()
+    harness.settings = {"compileOnSave": True}  # the pull, later, must not be needed
+    await harness.request(
+        lsp.INITIALIZE,
+        lsp.InitializeParams(
+            capabilities=lsp.ClientCapabilities(),
+            initialization_options={"settings": {"compileOnSave": False, "renderTimeout": 2}},
+        ),
+    )
+    assert harness.server.tools_allowed()
+    assert harness.server.settings.compile_on_save is False
+    assert harness.server.settings.render_timeout_s == 2.0
     await harness.close()
 
 

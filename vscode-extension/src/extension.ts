@@ -303,6 +303,14 @@ async function start(): Promise<void> {
     ],
     outputChannel: output,
     traceOutputChannel: output,
+    // The settings up front: the server runs no tool (clang, nvcc) before it has them, and
+    // this saves it waiting for its first workspace/configuration answer.
+    initializationOptions: () => ({
+      settings: effectiveSettings(
+        vscode.workspace.getConfiguration("kls") as unknown as Record<string, unknown>,
+        vscode.workspace.isTrusted,
+      ),
+    }),
     synchronize: {
       // kls.* changes reach the server (workspace/didChangeConfiguration: it pulls them again,
       // through the trust middleware below); without this a change needed a restart.

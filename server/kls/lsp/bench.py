@@ -19,7 +19,7 @@ from kls.bench.runner import WorkerCancelled
 from kls.compile.run import CompileCancelled
 from kls.findings import Finding, Severity
 from kls.lsp.protocol import BENCHMARK_COMMAND, BenchmarkAnswer, uri_argument
-from kls.lsp.state import KlsServer
+from kls.lsp.state import NO_SETTINGS, KlsServer
 from kls.positions import Range
 from kls.template.model import parse_template
 from kls.template.source import is_python_file
@@ -126,6 +126,8 @@ async def benchmark_active(ls: KlsServer, uri: str) -> BenchmarkAnswer:
 
 async def benchmark_command(ls: KlsServer, *args: Any) -> BenchmarkAnswer:
     uri = uri_argument(args, BENCHMARK_COMMAND)
+    if not await ls.wait_for_settings():
+        return {"ok": False, "error": NO_SETTINGS}
     await ls.load_config(ls.path(uri))
     return await benchmark_active(ls, uri)
 

@@ -25,7 +25,7 @@ from kls.lsp.protocol import (
 )
 from kls.lsp.quick import nvcc_verdict, quick_on_save
 from kls.lsp.quick import register as register_quick
-from kls.lsp.state import KlsServer
+from kls.lsp.state import NO_SETTINGS, KlsServer
 from kls.template.source import python_file
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
@@ -86,6 +86,10 @@ def set_nvcc_findings(ls: KlsServer, spec: InstanceSpec, findings: list[Finding]
 
 
 async def compile_on_save(ls: KlsServer, uri: str) -> None:
+    """clang's quick check, then nvcc's; a save before the client's settings arrive waits for
+    them (a while) and then does what they say, never what the defaults say."""
+    if not await ls.wait_for_settings():
+        return
     if ls.settings.compile_on_save:
         await ls.load_config(ls.path(uri))
         await quick_on_save(ls, uri)  # clang first (about a second), then nvcc's verdict
@@ -94,6 +98,8 @@ async def compile_on_save(ls: KlsServer, uri: str) -> None:
 
 async def compile_command(ls: KlsServer, *args: Any) -> CompileAnswer:
     uri, mode = uri_and_mode(args, COMPILE_COMMAND)
+    if not await ls.wait_for_settings():
+        return {"ok": False, "error": NO_SETTINGS}
     await ls.load_config(ls.path(uri))
     return await compile_active(ls, uri, mode)
 

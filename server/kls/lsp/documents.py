@@ -24,6 +24,7 @@ from kls.findings import Finding
 from kls.instances import InstanceSet
 from kls.lsp.convert import to_diagnostic
 from kls.lsp.offload import off_loop
+from kls.lsp.settings import Settings
 from kls.lsp.state import DocState, KlsServer
 from kls.sandbox.workers import start_isolated
 
@@ -185,11 +186,18 @@ async def _quiet(ls: KlsServer, uri: str, generation: int) -> bool:
 
 
 async def initialized(ls: KlsServer, params: lsp.InitializedParams) -> None:
-    await ls.pull_settings()
+    known = ls.settings_known  # from initializationOptions
+    if await ls.pull_settings() and not known:
+        schedule_all(ls)  # documents opened meanwhile were checked with lint only
 
 
 async def configuration_changed(ls: KlsServer, params: lsp.DidChangeConfigurationParams) -> None:
-    await ls.pull_settings()
+    """Pull the settings again; a client that cannot answer workspace/configuration may send
+    them here (`{"kls": {...}}`), and until one of the two arrives kls only lints."""
+    if not await ls.pull_settings():
+        pushed = params.settings.get("kls") if isinstance(params.settings, dict) else None
+        if isinstance(pushed, dict):
+            ls.apply_settings(Settings.from_client(pushed))
     schedule_all(ls)
 
 

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from cattrs import Converter
 from lsprotocol import types as lsp
@@ -60,11 +60,37 @@ class KlsProtocol(GuardedProtocol):
         result.capabilities.workspace = workspace
         if not wants_pull_diagnostics(params.initialization_options):
             result.capabilities.diagnostic_provider = None
+        settings = settings_in_options(params.initialization_options)
+        if settings is not None:
+            cast("KlsServer", self._server).apply_settings(Settings.from_client(settings))
         return result
 
 
 def wants_pull_diagnostics(options: Any) -> bool:
     return isinstance(options, dict) and options.get("pullDiagnostics") is True
+
+
+def settings_in_options(options: Any) -> dict[str, Any] | None:
+    """The "kls" settings a client sent in `initializationOptions: {"settings": {...}}`."""
+    if isinstance(options, dict) and isinstance(options.get("settings"), dict):
+        return options["settings"]  # type: ignore[no-any-return]
+    return None
+
+
+# How long a command that runs a tool (compile, benchmark, tune) or a save waits for the
+# client's settings before it refuses (a command) or does nothing (a save); the preamble
+# warm-up never waits (the first settings re-check every open document, which warms it).
+SETTINGS_WAIT_S = 5.0
+NO_SETTINGS = (
+    "kls has not received the editor's settings yet (the workspace/configuration request "
+    "failed or was not answered), so it runs no tool (nvcc, clang, a benchmark) and only "
+    "lints; send the settings (workspace/didChangeConfiguration) to enable it"
+)
+
+
+class SettingsUnknown(RuntimeError):
+    """A tool was about to run before the client's settings were read (a kls bug: every
+    path to a tool checks `KlsServer.tools_allowed` first)."""
 
 
 @dataclass
@@ -150,6 +176,11 @@ class KlsServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         self.configs: dict[Path, InstanceSet] = {}
         self.settings = Settings()
+        # Whether the client's settings were read (initializationOptions, a
+        # workspace/configuration reply or didChangeConfiguration's): before that nothing
+        # that runs a tool starts, whatever the defaults say (fail closed).
+        self.settings_known = False
+        self._settings_arrived = asyncio.Event()
         self.active: dict[str, str] = {}  # template path -> instance name the user chose
         self.previews: set[str] = set()  # preview URIs a client has opened
         self.diagnostics = DiagnosticsStore()
@@ -271,18 +302,24 @@ class KlsServer(LanguageServer):
         return await off_loop(render_isolated, spec, self.overrides())
 
     # -- settings ----------------------------------------------------------------------------
-    async def pull_settings(self) -> None:
+    async def pull_settings(self) -> bool:
+        """Ask the client for its settings and apply them; False when it cannot answer
+        (the settings stay as they were: before any arrived, lint only)."""
         workspace = self.client_capabilities.workspace
         if workspace is None or not workspace.configuration:
-            return
+            return False
         try:
             values = await self.workspace_configuration_async(
                 lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="kls")])
             )
-        except Exception as exc:  # a client that fails here keeps the defaults
+        except Exception as exc:
             log.warning("workspace/configuration failed: %s", exc)
-            return
-        settings = Settings.from_client(values[0] if values else None)
+            return False
+        self.apply_settings(Settings.from_client(values[0] if values else None))
+        return True
+
+    def apply_settings(self, settings: Settings) -> bool:
+        """Use the client's `settings` from now on; True when they are the first to arrive."""
         if (settings.instances_file, settings.extra_roots) != (
             self.settings.instances_file,
             self.settings.extra_roots,
@@ -290,8 +327,29 @@ class KlsServer(LanguageServer):
             self.forget_configs()  # configs are read with these: read them again
         self.settings = settings
         configure_render_workers(settings.worker_limits())
+        first = not self.settings_known
+        self.settings_known = True
+        self._settings_arrived.set()
+        return first
+
+    def tools_allowed(self) -> bool:
+        """Whether anything that runs a tool (clang, nvcc, a benchmark, a tune) may start."""
+        return self.settings_known
+
+    async def wait_for_settings(self, timeout: float = SETTINGS_WAIT_S) -> bool:
+        """For a command that runs a tool: the settings, when they arrive within `timeout`."""
+        if self.settings_known:
+            return True
+        try:
+            await asyncio.wait_for(self._settings_arrived.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
 
     def compile_options(self, mode: CompileMode) -> CompileOptions:
+        """The options of a tool run; refused before the client's settings are known."""
+        if not self.tools_allowed():
+            raise SettingsUnknown(NO_SETTINGS)
         return CompileOptions(
             mode=mode,
             nvcc=self.settings.nvcc_path,

@@ -26,7 +26,7 @@ from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.lsp.convert import end_of_line_hint
 from kls.lsp.protocol import TUNE_COMMAND, TuneAnswer, uri_argument
-from kls.lsp.state import KlsServer
+from kls.lsp.state import NO_SETTINGS, KlsServer
 from kls.positions import Range
 from kls.template.model import TemplateModel, parse_template
 from kls.template.source import is_python_file
@@ -392,6 +392,8 @@ def _refresh_inlay_hints(ls: KlsServer) -> None:
 
 async def tune_command(ls: KlsServer, *args: Any) -> TuneAnswer:
     uri = uri_argument(args, TUNE_COMMAND)
+    if not await ls.wait_for_settings():
+        return {"ok": False, "error": NO_SETTINGS}
     await ls.load_config(ls.path(uri))
     return await tune_active(ls, uri)
 
