@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kls.render import Limits
-from kls.sandbox.workers import RenderWorkers, WorkerLimits
 from lsprotocol import types as lsp
 from pygls.lsp.client import LanguageClient
+
+from kls.render import Limits
+from kls.sandbox.workers import RenderWorkers, WorkerLimits
 from tests.conftest import Workspace
 
 LOOP_BOMB = "{% set s = 'x' * 100000 %}{% for a in s %}{% for b in s %}{% endfor %}{% endfor %}\n"

@@ -17,6 +17,7 @@ from typing import Any
 
 import jinja2
 import pytest
+
 from kls.instances import InstanceSpec, load_instances
 from kls.render import Limits, RenderResult, _context, _Renderer, render
 from kls.runtime.buffers import Buffer
