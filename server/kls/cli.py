@@ -445,7 +445,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
         tensors = ", ".join(f"{n}={t.describe() if t else 'None'}" for n, t in spec.tensors.items())
         op = spec.op or (f"filter {list(spec.op_filter.contains)}" if spec.op_filter else "-")
         print(f"{spec.name}\tarch={spec.arch}\tkind={spec.kind}\top={op}\t{tensors}")
-    return EXIT_FINDINGS if instances.findings else EXIT_OK
+    errors = [f for f in instances.findings if f.severity == Severity.ERROR]
+    return EXIT_FINDINGS if errors else EXIT_OK
 
 
 def cmd_render(args: argparse.Namespace) -> int:
