@@ -29,7 +29,12 @@ from kls.cutlass.ops import (
 )
 from kls.findings import Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES
-from kls.instances.roots import ConfinedFileSystemLoader, TemplateOutsideProject, project_roots
+from kls.instances.roots import (
+    ConfinedFileSystemLoader,
+    TemplateOutsideProject,
+    project_roots,
+    read_inside,
+)
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
@@ -171,6 +176,7 @@ class _Renderer:
         self.start = time.monotonic()
         roots = instance.roots or project_roots(instance.config_path)
         loader = ConfinedFileSystemLoader(instance.template.parent, roots)
+        self.roots = roots
         self.env = KlsEnvironment(loader, self.start + limits.seconds, mark)
         self.recorder = Recorder()
         self.kernel = Kernel(
@@ -185,7 +191,10 @@ class _Renderer:
         self.sub_maps: dict[str, list[Origin | None]] = {}
 
     def read(self, path: Path) -> str:
-        resolved = path.resolve()
+        try:
+            resolved = path.resolve()
+        except OSError:  # swapped while resolving (EINVAL): read_inside decides
+            resolved = path
         if resolved in self.overrides:
             return self.overrides[resolved]
         if is_python_ref(path):  # a Python file's constant, read with ast (editor text wins)
@@ -193,8 +202,8 @@ class _Renderer:
                 return read_source(path, self.overrides).text
             except SourceError as exc:
                 raise OSError(exc.message) from None
-        with path.open("rb") as f:
-            data = f.read(MAX_TEMPLATE_BYTES + 1)
+        # Opened first, then checked: what is read is what was checked (kls.instances.roots).
+        data = read_inside(path, self.roots, f"template {path.name}", MAX_TEMPLATE_BYTES)
         if len(data) > MAX_TEMPLATE_BYTES:
             raise OSError(f"{path} is larger than {MAX_TEMPLATE_BYTES // 1024} KiB")
         return data.decode("utf-8")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -45,7 +46,61 @@ def describe_roots(roots: Sequence[Path]) -> str:
 
 
 class TemplateOutsideProject(jinja2.TemplateNotFound):
-    """An include whose real path leaves the project: refused before it is opened."""
+    """An include whose real path leaves the project: refused before it is read."""
+
+
+def read_inside(path: Path, roots: Sequence[Path], name: str, limit: int) -> bytes:
+    """At most `limit` + 1 bytes of `path`, which must be a regular file whose real path lies
+    under `roots` (else TemplateOutsideProject, with `name` in its message).
+
+    The file is opened first and the check is about what was opened (its real path as the
+    kernel knows it, /proc/self/fd, or else a resolved path whose inode must be the opened
+    one), so a symlink swapped in between the check and the read cannot be read: the check
+    and the read are about one object. (Resolving, then reading, let a folder swapped for a
+    symlink in between be read; and `Path.resolve` itself raises EINVAL when a symlink is
+    replaced between its lstat and its readlink: the "[Errno 22] Invalid argument" seen.)"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO must not block
+    except OSError as exc:
+        raise OSError(f"cannot open {path}: {exc.strerror}") from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        real = _opened_path(fd, path, opened)
+        if not is_inside(real, roots):
+            raise TemplateOutsideProject(
+                name,
+                f"{name} resolves to {real}, outside {describe_roots(roots)}; keep templates "
+                "inside the project (or add their folder to kls.extraRoots / --extra-root)",
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _opened_path(fd: int, path: Path, opened: os.stat_result) -> Path:
+    """The real path of the file open at `fd`."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        pass
+    try:
+        real = Path(os.path.realpath(path))
+        now = os.stat(real)
+    except OSError:
+        now = None
+    if now is None or (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+        raise OSError(f"{path} changed while kls read it (a file or symlink was replaced)")
+    return real
 
 
 class ConfinedFileSystemLoader(jinja2.FileSystemLoader):
@@ -61,22 +116,19 @@ class ConfinedFileSystemLoader(jinja2.FileSystemLoader):
         self, environment: jinja2.Environment, template: str
     ) -> tuple[str, str, Callable[[], bool]]:
         filename = self._find(template)
-        real = Path(filename).resolve()
-        if not is_inside(real, self.roots):
-            raise TemplateOutsideProject(
-                template,
-                f"include '{template}' resolves to {real}, outside {describe_roots(self.roots)}; "
-                "keep included templates inside the project (or add their folder to "
-                "kls.extraRoots / --extra-root)",
-            )
-        if real.stat().st_size > MAX_TEMPLATE_BYTES:
+        data = read_inside(Path(filename), self.roots, f"include '{template}'", MAX_TEMPLATE_BYTES)
+        if len(data) > MAX_TEMPLATE_BYTES:
             raise jinja2.TemplateNotFound(
                 template,
                 f"include '{template}' is larger than {MAX_TEMPLATE_BYTES // 1024} KiB, "
                 "the most kls reads; split it",
             )
-        contents = real.read_text(encoding=self.encoding)
-        mtime = real.stat().st_mtime
+        contents = data.decode(self.encoding)
+        real = Path(filename)
+        try:
+            mtime = real.stat().st_mtime
+        except OSError:
+            mtime = -1.0
 
         def uptodate() -> bool:
             try:
