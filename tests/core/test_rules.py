@@ -114,6 +114,32 @@ def test_kt201_names_count_at_render_time(ws: Workspace) -> None:
     assert "2 name(s)" in f.message
 
 
+def test_kt213_permuted_names_at_each_swapped_name(ws: Workspace) -> None:
+    text = variant('names_str="X, W, Y"', 'names_str="X, Y, W"')
+    found = [f for f in ws.check(text).findings if f.code == "KT213"]
+    line, col, _, _ = find_span(text, '"X, Y, W"')
+    assert [span(f) for f in found] == [
+        (line, col + 4, line, col + 5),
+        (line, col + 7, line, col + 8),
+    ]
+    assert "buffer W" in found[0].message and "buffer Y" in found[0].message
+    assert found[0].severity == Severity.ERROR
+
+
+def test_kt213_permuted_names_at_render_time(ws: Workspace) -> None:
+    text = variant('names_str="X, W, Y"', "names_str=names")
+    result = ws.check(text, extra='vars = { names = "W, X, Y" }')
+    found = [f for f in result.findings if f.code == "KT213"]
+    assert [span(f) for f in found] == [find_span(text, "names", 1)]
+    assert "buffer X" in found[0].message and "'W'" in found[0].message
+    assert "1 more" in found[0].message
+
+
+def test_kt213_other_names_are_not_a_swap(ws: Workspace) -> None:
+    text = variant('names_str="X, W, Y"', 'names_str="a, b, out"')
+    assert "KT213" not in codes(ws.check(text).findings)
+
+
 def test_kt202_reorder_length(ws: Workspace) -> None:
     text = variant('names_str="X, W, Y")', 'names_str="X, W, Y", input_reorder=[1])')
     f = only(ws.check(text).findings, "KT202")

@@ -88,6 +88,13 @@ RULES: dict[str, Rule] = {
         Rule("KT210", "def-kernel-twice", _E, "def_kernel is called more than once"),
         Rule("KT211", "before-def-kernel", _E, "a helper that needs def_kernel runs before it"),
         Rule("KT212", "not-a-buffer", _E, "def_kernel got something that is not a buffer"),
+        Rule(
+            "KT213",
+            "names-swapped",
+            _E,
+            "a name in names_str is another buffer's name: the C parameter called that holds "
+            "the data of the buffer at its position (names follow inputs + outputs in order)",
+        ),
         Rule("KT301", "helper-arity", _E, "a helper is called with the wrong arguments"),
         Rule("KT302", "index-out-of-rank", _E, "a dimension index is outside the tensor's rank"),
         Rule("KT303", "missing-getvalue", _E, "header()/globals() used without .getvalue()"),

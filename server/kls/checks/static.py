@@ -8,7 +8,7 @@ from kls.checks.catalogue import rule
 from kls.checks.signatures import BUFFER_HELPERS, HelperSig, helpers, with_params
 from kls.findings import Finding
 from kls.positions import Range
-from kls.runtime.kernel import NEEDS_DEF_KERNEL
+from kls.runtime.kernel import NEEDS_DEF_KERNEL, swapped_message
 from kls.runtime.profiles import DEFAULT, PROFILES
 from kls.suggest import did_you_mean
 from kls.template.model import Argument, HelperCall, NameRef, TemplateModel
@@ -167,6 +167,8 @@ def _def_kernel_findings(
                 "buffer, inputs first, then outputs",
                 path,
             )
+        if names is not None and names_arg is not None and len(names) == len(buffers):
+            yield from _swapped_names(model, names, names_arg, buffers, path)
         yield from _undeclared_uses(
             model, call, {b.name for b in buffers if b.name}, path, instanced
         )
@@ -186,6 +188,38 @@ def _literal_names(arg: Argument | None) -> list[str] | None:
     if not isinstance(value, str):
         return None
     return [x.strip() for x in value.strip().split(",")]
+
+
+def _name_ranges(model: TemplateModel, names: list[str], arg: Argument) -> list[Range]:
+    """Each comma-separated name's own range inside the names_str literal; the whole literal
+    for every name when the literal has escapes or a prefix kls does not map."""
+    text = arg.value_text
+    whole = [arg.value_range] * len(names)
+    if len(text) < 2 or text[0] not in "'\"" or "\\" in text:
+        return whole
+    start = model.index.offset(arg.value_range.start) + 1
+    out: list[Range] = []
+    at = 0
+    for piece in text[1:-1].split(","):
+        name = piece.strip()
+        lead = at + len(piece) - len(piece.lstrip())
+        out.append(model.index.range(start + lead, start + lead + len(name)))
+        at += len(piece) + 1
+    return out if len(out) == len(names) else whole
+
+
+def _swapped_names(
+    model: TemplateModel, names: list[str], arg: Argument, buffers: list[NameRef], path: str
+) -> Iterator[Finding]:
+    """KT213: names_str names C parameters in inputs + outputs order; a name that is another
+    listed buffer's own name means the parameter called so holds the wrong buffer's data."""
+    positions = {ref.name: i for i, ref in enumerate(buffers) if ref.name is not None}
+    for i, (name, rng) in enumerate(zip(names, _name_ranges(model, names, arg))):
+        own = buffers[i].name
+        other = positions.get(name)
+        if own is None or name == own or other is None or other == i:
+            continue
+        yield finding("KT213", rng, swapped_message(name, own, i, len(names)), path)
 
 
 def _duplicates(buffers: list[NameRef], path: str) -> Iterator[Finding]:

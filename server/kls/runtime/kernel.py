@@ -74,6 +74,16 @@ def undefined_buffer(
                 raise recorder.abort("KT102", f"'{name}' is undefined", rec, arg)
 
 
+def swapped_message(name: str, own: str, position: int, count: int) -> str:
+    """What KT213 says (static and render-time): a names_str entry that is another buffer's
+    own name."""
+    return (
+        f"names_str calls buffer {own} (position {position + 1} of {count} in inputs + "
+        f"outputs) '{name}', the name of buffer {name}: the C parameter '{name}' would hold "
+        f"{own}'s data; list the names in the order of inputs, then outputs"
+    )
+
+
 def _normalize(index: int, total: int) -> int:
     return index if index >= 0 else index + total
 
@@ -156,12 +166,24 @@ class Kernel:
                 rec,
                 2,
             )
+        self._swapped(names, [*inputs, *outputs], rec)
         order = self._reorder(input_reorder, len(inputs), rec)
         for idx in order:
             self._register(names[idx], inputs[idx], self.input_buffers, self.input_ctypes, rec)
         for name, node in zip(names[len(inputs) :], outputs):
             self._register(name, node, self.output_buffers, self.output_ctypes, rec)
         return rec
+
+    def _swapped(self, names: list[str], nodes: list[Buffer | None], rec: CallRecord) -> None:
+        """KT213 for names built at render time (a literal names_str is checked statically,
+        name by name): one finding for the call, at its first swapped name."""
+        own = [n.get_name() if isinstance(n, Buffer) else None for n in nodes]
+        swaps = [i for i, name in enumerate(names) if own[i] not in (None, name) and name in own]
+        if swaps:
+            i = swaps[0]
+            message = swapped_message(names[i], str(own[i]), i, len(names))
+            more = f" ({len(swaps) - 1} more name(s) swapped)" if len(swaps) > 1 else ""
+            self.recorder.add("KT213", Severity.ERROR, message + more, rec, 2)
 
     def _reorder(self, input_reorder: list[int] | None, n: int, rec: CallRecord) -> list[int]:
         if input_reorder is None:
