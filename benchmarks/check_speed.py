@@ -1,7 +1,8 @@
 """Measure `kls check`: cold CLI wall time, and warm per-template check time in one process.
 
 Usage: python benchmarks/check_speed.py [--runs-cold 5] [--runs-warm 50]
-Prints a Markdown table; numbers go to docs/PERFORMANCE.md by hand, with machine and date.
+Prints a Markdown table; numbers go to docs/PERFORMANCE.md by hand, with machine and method, and
+the dated run to benchmarks/results/.
 """
 
 from __future__ import annotations

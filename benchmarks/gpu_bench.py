@@ -1,4 +1,5 @@
-"""GPU figures for docs/BENCHMARKS.md, in two steps so GPU time is spent only on running.
+"""GPU figures for docs/BENCHMARKS.md (the runs: benchmarks/results/), in two steps so GPU time
+is spent only on running.
 
 prepare (here, with nvcc):
     .venv/bin/python benchmarks/gpu_bench.py prepare --out .device [--tune]

@@ -1,4 +1,4 @@
-"""Agreement of the quick tier (clang) with nvcc on planted mistakes (issue 15).
+"""Agreement of the quick tier (clang) with nvcc on planted mistakes (docs/PERFORMANCE.md).
 
     python benchmarks/quick_agreement.py [--json out.json] [--only NAME ...]
 

@@ -1,4 +1,5 @@
-"""Save -> first compile diagnostics with the quick tier, as the editor runs it (issue 15).
+"""Save -> first compile diagnostics with the quick tier, as the editor runs it (figures:
+docs/PERFORMANCE.md).
 
     python benchmarks/quick_latency.py templates/kls.toml sm90_bf16_8192 [--saves 30]
         [--plain-saves 10]
