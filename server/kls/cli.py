@@ -294,9 +294,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         for f in findings:
             print(f.format_line())
         warnings = sum(1 for f in findings if f.severity == Severity.WARNING)
+        rendered = sum(r.ok for r in result.renders.values())
+        failed = len(result.renders) - rendered
         print(
             f"kls: {result.errors} error(s), {warnings} warning(s); "
-            f"{len(result.renders)} instance(s) rendered"
+            f"{rendered} instance(s) rendered"
+            + (f", {failed} did not render" if failed else "")
             + (
                 f", {sum(r.ok for r in compiled.values())}/{len(compiled)} compiled by nvcc"
                 if args.compile

@@ -179,6 +179,25 @@ async def test_kls_toml_problems_show_in_kls_toml(lsp_harness: Harness, workspac
     assert found[0]["range"]["start"]["line"] == text.split("\n").index('beta = "one"')
 
 
+async def test_a_render_time_config_finding_shows_in_kls_toml(
+    lsp_harness: Harness, workspace: Path
+) -> None:
+    config = workspace / "kls.toml"
+    text = config.read_text()
+    at = text.index("[instances.sm90_bf16_4096]")
+    op = text.index("warpspecialized_cooperative", at)
+    config.write_text(text[:op] + "warpspecialized_pingpng" + text[op + 27 :])
+    line = text.count("\n", 0, op)
+    path = workspace / "cutlass3x_gemm.cu.jinja"
+    lsp_harness.open(path.as_uri(), path.read_text())
+    found = await lsp_harness.wait_diagnostics(
+        config.as_uri(), where=lambda ds: "KT005" in codes(ds)
+    )
+    unknown = [d for d in found if d["code"] == "KT005"]
+    assert len(unknown) == 1 and unknown[0]["range"]["start"]["line"] == line
+    assert "pingpong" in str(unknown[0]["message"])  # did you mean
+
+
 async def test_settings_choose_the_active_instance(lsp_harness: Harness, workspace: Path) -> None:
     path = workspace / "softmax.cu.jinja"
     uri = lsp_harness.open(path.as_uri(), path.read_text())

@@ -34,6 +34,9 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     renders: dict[str, RenderResult] = field(default_factory=dict)
     cancelled: bool = False
+    # Render-time findings about a config line (an unknown op, a reorder the template never
+    # passes): they belong to kls.toml, not to the checked file, and are shown there.
+    config_findings: list[Finding] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -221,6 +224,7 @@ def check_python_file(
             continue
         checked = _check_source(Path(source_id), source_text, instances, cache, only, cancelled)
         result.findings.extend(checked.findings)
+        result.config_findings.extend(checked.config_findings)
         result.renders.update(checked.renders)
         if checked.cancelled:
             result.cancelled = True
@@ -266,11 +270,14 @@ def _check_source(
             rendered, findings = check_instance(instance, cache)
             result.renders[instance.name] = rendered
             runtime.extend(f for f in findings if f.path == str(path))
+            config = str(instance.config_path)
+            result.config_findings.extend(f for f in findings if f.path == config)
     # Static and render-time checks may both see one problem: the static one has the more
     # exact range and wins.
     seen_static = {(f.code, f.range.start.line) for f in static}
     runtime = [f for f in dedupe(runtime) if (f.code, f.range.start.line) not in seen_static]
     result.findings = apply_noqa(drop_consequences(static + runtime), cache)
+    result.config_findings = dedupe(result.config_findings)
     return result
 
 
@@ -367,6 +374,7 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
         )
         checked = check_file(file, instances=instances, cache=cache)
         result.findings.extend(checked.findings)
+        result.findings.extend(checked.config_findings)
         result.renders.update(checked.renders)
     # Instances whose template lies outside the checked paths still get their config checked.
     result.findings = dedupe(result.findings)

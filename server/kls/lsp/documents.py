@@ -84,6 +84,7 @@ def check_document(
             for pending in cache.started.values():  # not taken: superseded or failed
                 pending.abandon()
         merged.findings.extend(result.findings)
+        merged.config_findings.extend(result.config_findings)
         merged.renders.update(result.renders)
         merged.cancelled = merged.cancelled or result.cancelled
     return merged

@@ -190,6 +190,8 @@ class KlsServer(LanguageServer):
         self._models: dict[str, tuple[str, TemplateModel]] = {}  # uri -> (text, model)
         self._paths: dict[str, Path] = {}
         self._config_paths: dict[Path, Path | None] = {}  # template path -> its config
+        # What renders found about config lines (KT005 ...): config -> instance -> findings.
+        self.config_findings: dict[Path, dict[str, list[Finding]]] = {}
 
     # -- documents ---------------------------------------------------------------------------
     def path(self, uri: str) -> Path:
@@ -259,14 +261,25 @@ class KlsServer(LanguageServer):
             if config in self.configs:  # another task read it meanwhile
                 return self.configs[config]
             self.configs[config] = _Readers(loaded)
-            # Problems in kls.toml belong to kls.toml: show them there, whether it is open or not.
-            self.text_document_publish_diagnostics(
-                lsp.PublishDiagnosticsParams(
-                    uri=config.resolve().as_uri(),
-                    diagnostics=[to_diagnostic(f) for f in loaded.findings],
-                )
-            )
+            self.publish_config(config)
         return self.configs[config]
+
+    def publish_config(self, config: Path) -> None:
+        """Problems in kls.toml belong to kls.toml: show them there, whether it is open or not:
+        its own (KT0xx from loading) and what the last render of each instance found about
+        its lines."""
+        loaded = self.configs.get(config)
+        if loaded is None:
+            return
+        rendered = self.config_findings.get(config, {})
+        found = [*loaded.findings]
+        for name in sorted(rendered.keys() & loaded.instances.keys()):
+            found.extend(f for f in rendered[name] if f not in found)
+        self.text_document_publish_diagnostics(
+            lsp.PublishDiagnosticsParams(
+                uri=config.resolve().as_uri(), diagnostics=[to_diagnostic(f) for f in found]
+            )
+        )
 
     def forget_configs(self) -> None:
         """kls.toml, a sub-template or a setting that reads them changed: read them again."""
@@ -377,6 +390,15 @@ class KlsServer(LanguageServer):
         for hook in self.after_check:
             hook(self, uri, first)
         self.publish(uri)
+        config = self.config_path(self.path(uri))
+        if config is not None and result.renders:
+            known = self.config_findings.setdefault(config, {})
+            fresh = {
+                n: [f for f in result.config_findings if f.instance == n] for n in result.renders
+            }
+            if any(known.get(n, []) != found for n, found in fresh.items()):
+                known.update(fresh)
+                self.publish_config(config)
 
     # -- client capabilities -----------------------------------------------------------------
     def supports_content_refresh(self) -> bool:
