@@ -248,8 +248,8 @@ def _cutlass_dir() -> str:
 
 def filtered_name(case: Case) -> str:
     """The op's configuration name after Inductor's filter_op (what its allowlist matches)."""
-    from kls.cutlass.inductor211 import TensorLayout, emit_torch211
     from kls.cutlass.ops import _generated, family_of
+    from kls.profiles.torch211.ops import TensorLayout, emit_torch211
 
     lay = tensor_layouts(case)
 
@@ -490,8 +490,8 @@ def first_difference(a: str, b: str) -> str:
 
 def run_kls(inductor_json: Path, folder: Path) -> None:
     from kls.instances import load_instances
+    from kls.profiles.torch211.runtime import Torch211Kernel
     from kls.render import render
-    from kls.runtime.torch211 import Torch211Kernel
 
     data = json.loads(inductor_json.read_text())
     folder.mkdir(parents=True, exist_ok=True)

@@ -625,7 +625,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
     if args.profile:
         from kls.checks.signatures import helpers
-        from kls.runtime.profiles import PROFILES, profile
+        from kls.profiles import PROFILES, profile
 
         try:
             facts = profile(args.profile)

@@ -17,16 +17,7 @@ import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
 from kls.cuda_syntax import ParseOutcome
-from kls.cutlass.inductor211 import TensorLayout
-from kls.cutlass.ops import (
-    EmittedOp,
-    Layouts,
-    OpLookupError,
-    emit_instance,
-    emit_instance_torch211,
-    expected_ab_layouts,
-    resolve_op_name,
-)
+from kls.cutlass.ops import EmittedOp, OpLookupError
 from kls.findings import Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES
 from kls.instances.roots import (
@@ -35,22 +26,11 @@ from kls.instances.roots import (
     project_roots,
     read_inside,
 )
-from kls.instances.schema import InstanceSpec, TensorSpec
+from kls.instances.schema import InstanceSpec
+from kls.profiles import ConfigProblem, profile
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
-from kls.runtime.profiles import profile
 from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
-from kls.runtime.template_api import GemmTemplateAPI, TemplateAPI
-from kls.runtime.torch211 import (
-    GEMM_RUNTIME_ARGS,
-    Torch211Gemm2xTemplate,
-    Torch211Gemm3xTemplate,
-    Torch211GemmTemplate,
-    Torch211Kernel,
-    Torch211Template,
-    splice_text,
-    spliced_text,
-)
 from kls.sandbox.policy import AllowlistSandbox, SandboxLimit
 from kls.sourcemap import (
     Origin,
@@ -179,11 +159,8 @@ class _Renderer:
         self.roots = roots
         self.env = KlsEnvironment(loader, self.start + limits.seconds, mark)
         self.recorder = Recorder()
-        self.kernel = Kernel(
-            instance.kernel_name,
-            self.recorder,
-            profile(instance.profile).reserved_c_names(instance.kind),
-        )
+        self.profile = profile(instance.profile)
+        self.kernel: Kernel = self.profile.new_kernel(instance, self.recorder)
         self.text_to_path: dict[str, str] = {}
         self.compiled: dict[str, jinja2.Template] = {}
         self.files: list[str] = []
@@ -305,7 +282,7 @@ def render(
         text, origins = r.generate(r.compile(source, main_path), context)
     except RenderAbort:
         pass
-    except (OpLookupError, _ConfigProblem) as exc:
+    except (OpLookupError, ConfigProblem) as exc:
         r.recorder.findings.append(
             RuntimeFinding(
                 "KT005", Severity.ERROR, str(exc), Site(str(instance.config_path), instance.op_line)
@@ -380,16 +357,12 @@ def render(
     else:
         result.text = text
         result.source_map = SourceMap(origins) if origins is not None else None
-        _finish(result)
+        r.profile.finish(result)
         result.params = r.kernel.params()
     mapped = {o.path for o in result.source_map.origins if o} if result.source_map else set()
     result.files = list(dict.fromkeys([*r.files, *sorted(mapped)]))
     result.seconds = time.monotonic() - r.start
     return result
-
-
-class _ConfigProblem(Exception):
-    pass
 
 
 def _site_from_traceback(exc: BaseException, r: _Renderer) -> Site | None:
@@ -401,280 +374,33 @@ def _site_from_traceback(exc: BaseException, r: _Renderer) -> Site | None:
     return site
 
 
-def _context(r: _Renderer, instance: InstanceSpec, result: RenderResult) -> dict[str, Any]:
-    buffers: dict[str, Buffer | None] = {
-        name: Buffer.of(spec) if spec is not None else None
-        for name, spec in instance.tensors.items()
-    }
-    output = buffers.get("Y") or next((b for b in reversed(list(buffers.values())) if b), None)
-    if instance.profile == "torch-2.11":
-        return _context_torch211(r, instance, result, buffers, output)
-    ctx: dict[str, Any] = {
-        **instance.variables,
-        **buffers,
-        "kernel": r.kernel,
-        "input_reorder": list(instance.input_reorder) if instance.input_reorder else None,
-        "kernel_name": instance.kernel_name,
-        "alpha": instance.alpha,
-        "beta": instance.beta,
-    }
-    if instance.kind == "cutlass_gemm":
-        ctx.update(_gemm_context(r, instance, buffers, output, result))
-    else:
-        ctx["template"] = TemplateAPI(r.recorder, r.kernel, output)
-    return ctx
-
-
-def _scalar(value: float) -> float | int:
-    """alpha/beta as torch 2.11's aten defaults reach Inductor (ints when integral)."""
-    return int(value) if float(value).is_integer() else value
-
-
-def _context_torch211(
-    r: _Renderer,
-    instance: InstanceSpec,
-    result: RenderResult,
-    buffers: dict[str, Buffer | None],
-    output: Buffer | None,
-) -> dict[str, Any]:
-    """torch 2.11: CUTLASSGemmTemplate.render's `options` for a GEMM (def_kernel called
-    before rendering, sizes/offsets/swizzle as C parameters); a plain CUDA kernel sees the
-    torch-2.11 `kernel` and CUTLASSTemplate's `template` and calls def_kernel itself."""
-    gemm = instance.kind == "cutlass_gemm"
-    variables = dict(instance.variables)
-    runtime_values: list[int] = []
-    if gemm:  # swizzle is a runtime argument of the signature, not a template variable
-        runtime_values = [int(variables.pop("swizzle", 1))]
-    kernel = Torch211Kernel(
-        instance.kernel_name,
-        r.recorder,
-        gemm,
-        GEMM_RUNTIME_ARGS if gemm else (),
-        runtime_values,
-    )
-    r.kernel = kernel
-    result.kernel = kernel
-    alpha, beta = _scalar(instance.alpha), _scalar(instance.beta)
-    input_reorder = list(instance.input_reorder) if instance.input_reorder else None
-    ctx: dict[str, Any] = {**variables, **buffers, "kernel": kernel, "alpha": alpha, "beta": beta}
-    ctx["input_reorder"] = input_reorder
-    if not gemm:
-        ctx["kernel_name"] = instance.kernel_name
-        ctx["template"] = Torch211Template(
-            r.recorder, kernel, output, spliced_text(instance.torch_package)
-        )
-        return ctx
-    op, api = _gemm_op_torch211(r, instance, buffers, output, kernel)
-    result.op = op
-    for n in ("X", "W", "Bias", "Y"):
-        ctx.setdefault(n, None)
-    extra = [] if op.is_3x else ["Meta"]
-    if extra:
-        ctx.setdefault("Meta", None)
-    signature = _predefine_kernel(r, instance, buffers, extra)
-    argument_text, epilogue_text = _sub_templates(r, instance)
-    ctx.update(
-        {
-            "kernel_call_signature": signature,
-            "epilogue_template": epilogue_text,
-            "argument_template": argument_text,
-            "should_swap_xw": op.should_swap_xw,
-            "template": api,
-            "instance_definition": op.definition,
-            "instance_type": op.type_name,
-            "epilogue_args": f"{{ElementComputeEpilogue({alpha}), ElementComputeEpilogue({beta})}}",
-            "test_call_statement": api.test_call_statement(
-                ",".join(["X", "W", "Bias", *extra, "Y"]),
-                {n: buffers.get(n) is not None for n in ("Bias", *extra)},
-            ),
-            "op_conf_name": op.conf_name,
-            "epilogue_visitor_tree": "",
-            "dynamic_cluster": op.dynamic_cluster,
-        }
-    )
-    return ctx
-
-
-def _tensor_layout(spec: TensorSpec | None) -> TensorLayout | None:
-    if spec is None:
-        return None
-    return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
-
-
-def _op_name(instance: InstanceSpec) -> str:
-    """The instance's CUTLASS op: named, or the first match of its filter."""
-    return resolve_op_name(
-        instance.op,
-        instance.op_filter.contains if instance.op_filter else (),
-        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
-        instance.instantiation_level,
-    )
-
-
-def prepare_op(instance: InstanceSpec) -> None:
-    """Look up and emit the instance's CUTLASS op, filling the op caches, so that a render
-    after it finds them warm. Listing the ops is kls's own trusted work, and slow the first
-    time at a high `cutlass_instantiation_level` (level "2222": seconds): render workers call
-    this before a render's deadline starts, so the deadline measures template code only.
-    Problems are left for the render to report."""
-    if instance.kind != "cutlass_gemm":
-        return
-    try:
-        name = _op_name(instance)
-        if instance.profile == "torch-2.11":
-            x, w, bias, y = (
-                _tensor_layout(instance.tensors.get(n)) for n in ("X", "W", "Bias", "Y")
-            )
-            if x is not None and w is not None and y is not None:
-                emit_instance_torch211(
-                    name,
-                    x,
-                    w,
-                    bias,
-                    y,
-                    instance.sm,
-                    instance.instantiation_level,
-                    instance.torch_package,
-                )
-            return
-        tensors = instance.tensors
-        a, b, d = (_layout_letter(tensors.get(n)) for n in ("X", "W", "Y"))
-        if a is not None and b is not None and d is not None:
-            swap = instance.should_swap_xw if instance.should_swap_xw else None
-            layouts = Layouts(a, b, _layout_letter(tensors.get("Bias")), d)
-            emit_instance(name, layouts, swap, instance.instantiation_level)
-    except Exception:
-        return
-
-
-def _gemm_op_torch211(
-    r: _Renderer,
-    instance: InstanceSpec,
-    buffers: dict[str, Buffer | None],
-    output: Buffer | None,
-    kernel: Torch211Kernel,
-) -> tuple[EmittedOp, Torch211GemmTemplate]:
-    name = _op_name(instance)
-    x, w, bias, y = (_tensor_layout(instance.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))
-    if x is None or w is None or y is None or min(len(x.shape), len(w.shape), len(y.shape)) < 2:
-        raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
-    expected = expected_ab_layouts(name)
-    if expected is not None and expected != ("t", "n"):
-        raise _ConfigProblem(
-            f"op '{name}' has A/B layouts '{''.join(expected)}'; torch 2.11 considers only "
-            "'tn' ops (global_filter_ops) and sets A/B to the tensors' layouts itself: name "
-            "the op's 'tn' variant"
-        )
-    op = emit_instance_torch211(
-        name, x, w, bias, y, instance.sm, instance.instantiation_level, instance.torch_package
-    )
-    reorder = list(instance.input_reorder) if instance.input_reorder else None
-    api: Torch211GemmTemplate
-    text = spliced_text(instance.torch_package)
-    if op.is_3x:
-        api = Torch211Gemm3xTemplate(r.recorder, kernel, output, r.render_sub, reorder, text)
-    else:
-        api = Torch211Gemm2xTemplate(r.recorder, kernel, output, r.render_sub, text)
-    return op, api
-
-
-def _sub_templates(r: _Renderer, instance: InstanceSpec) -> tuple[str | None, str | None]:
-    argument_text = r.read(instance.argument_template) if instance.argument_template else None
-    epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None
-    for text, path in (
-        (argument_text, instance.argument_template),
-        (epilogue_text, instance.epilogue_template),
-    ):
-        if text is not None and path is not None:
-            r.text_to_path[text] = str(path)
-    return argument_text, epilogue_text
-
-
-def _finish(result: RenderResult) -> None:
-    """torch 2.11's render ends with `IndentedBuffer().splice(res)`: common indentation
-    removed, blank lines emptied, trailing blank lines dropped, one final newline. Line
-    numbers do not move, so the source map only loses the dropped lines."""
-    if result.instance.profile != "torch-2.11" or result.instance.kind != "cutlass_gemm":
-        return
-    if result.text is None:
-        return
-    result.text = splice_text(result.text)
-    if result.source_map is not None:
-        lines = result.text.count("\n")
-        result.source_map = SourceMap(result.source_map.origins[: lines + 1])
-
-
-def _predefine_kernel(
-    r: _Renderer, instance: InstanceSpec, buffers: dict[str, Buffer | None], extra: list[str]
-) -> str:
-    """torch 2.11's CUTLASSGemmTemplate.render calls def_kernel before rendering, with inputs
-    X, W, Bias (+ Meta for 2.x) and names "X,W,Bias[,Meta],Y"; the result is
-    `kernel_call_signature`."""
-    names = ["X", "W", "Bias", *extra]
-    inputs = [buffers.get(n) for n in names]
-    reorder = list(instance.input_reorder) if instance.input_reorder else None
-    return str(r.kernel.def_kernel(inputs, [buffers.get("Y")], ",".join([*names, "Y"]), reorder))
-
-
-def _layout_letter(spec: TensorSpec | None) -> str | None:
-    if spec is None or spec.rank < 2:
-        return None
-    return "t" if spec.stride[-1] == 1 else "n"
-
-
-def _gemm_context(
-    r: _Renderer,
-    instance: InstanceSpec,
-    buffers: dict[str, Buffer | None],
-    output: Buffer | None,
-    result: RenderResult,
-) -> dict[str, Any]:
-    name = _op_name(instance)
-    tensors = instance.tensors
-    x, w, bias, y = (tensors.get(n) for n in ("X", "W", "Bias", "Y"))
-    a, b, d = _layout_letter(x), _layout_letter(w), _layout_letter(y)
-    if a is None or b is None or d is None:
-        raise _ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
-    expected = expected_ab_layouts(name)
-    if expected is not None and expected != (a, b):
-        raise _ConfigProblem(
-            f"op '{name}' expects A/B layouts '{''.join(expected)}' but X/W are '{a}{b}' "
-            "('t' row-major, 'n' column-major); Inductor would never pick this op: change the "
-            "tensors' layout or the op"
-        )
-    swap = instance.should_swap_xw if instance.should_swap_xw else None
-    op = emit_instance(
-        name, Layouts(a, b, _layout_letter(bias), d), swap, instance.instantiation_level
-    )
-    result.op = op
-    argument_text = r.read(instance.argument_template) if instance.argument_template else None
-    epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None
-    for text, path in (
-        (argument_text, instance.argument_template),
-        (epilogue_text, instance.epilogue_template),
-    ):
-        if text is not None and path is not None:
-            r.text_to_path[text] = str(path)
-    api = GemmTemplateAPI(r.recorder, r.kernel, output, instance.alpha, instance.beta, r.render_sub)
-    return {
-        "template": api,
-        "instance_definition": op.definition,
-        "instance_type": op.type_name,
-        "argument_template": argument_text,
-        "epilogue_template": epilogue_text,
-        "should_swap_xw": op.should_swap_xw,
-        "epilogue_args": f"{{ElementComputeEpilogue({instance.alpha}), "
-        f"ElementComputeEpilogue({instance.beta})}}",
-        "op_conf_name": name,
-    }
-
-
 def context_names(instance: InstanceSpec) -> list[str]:
     """Every name a template of this instance may use (for 'did you mean')."""
     facts = profile(instance.profile)
     names = {*instance.variables, *instance.tensors, *facts.context_names(instance.kind)}
     if instance.kind == "cutlass_gemm":
         names |= set(facts.gemm_buffers)
-        if instance.profile == "torch-2.11":
-            names.discard("swizzle")
+    names -= set(facts.runtime_variables(instance))  # arguments of the entry, not of Jinja
     return sorted(names | set(jinja2.Environment().globals))
+
+
+def _context(r: _Renderer, instance: InstanceSpec, result: RenderResult) -> dict[str, Any]:
+    """The instance's buffers, and its profile's context for them."""
+    buffers: dict[str, Buffer | None] = {
+        name: Buffer.of(spec) if spec is not None else None
+        for name, spec in instance.tensors.items()
+    }
+    output = buffers.get("Y") or next((b for b in reversed(list(buffers.values())) if b), None)
+    return r.profile.render_context(r, instance, result, buffers, output)
+
+
+def prepare_op(instance: InstanceSpec) -> None:
+    """Look up and emit the instance's op, filling the op caches, so that a render after it
+    finds them warm. Listing the ops is kls's own trusted work, and slow the first time at a
+    high `cutlass_instantiation_level` (level "2222": seconds): render workers call this
+    before a render's deadline starts, so the deadline measures template code only.
+    Problems are left for the render to report."""
+    try:
+        profile(instance.profile).prepare_op(instance)
+    except Exception:
+        return

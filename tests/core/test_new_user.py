@@ -99,7 +99,7 @@ def test_kt208_still_for_the_signatures_own_names(ws: Workspace) -> None:
 
 
 def test_gemm_profiles_keep_their_body_names_reserved() -> None:
-    from kls.runtime.profiles import PROFILES
+    from kls.profiles import PROFILES
 
     assert "B" in PROFILES["inductor-2023"].reserved_c_names("cutlass_gemm")
     assert "B" in PROFILES["torch-2.11"].reserved_c_names("cutlass_gemm")
@@ -586,7 +586,7 @@ def test_every_documented_rendering_is_what_the_helper_renders(ws: Workspace, pr
 
 def test_every_context_name_is_documented_and_hover_shows_the_same_text() -> None:
     from kls.checks.signatures import CONTEXT_DOCS, helper_sig
-    from kls.runtime.profiles import PROFILES
+    from kls.profiles import PROFILES
 
     for p in PROFILES.values():
         for kind in ("cuda", "cutlass_gemm"):

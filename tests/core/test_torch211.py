@@ -18,15 +18,12 @@ import pytest
 from kls.checks.run import check_paths
 from kls.checks.signatures import helpers
 from kls.checks.static import static_findings
-from kls.cutlass.inductor211 import DYNAMIC_CLUSTER_SHAPE, dynamic_cluster_block
 from kls.dtypes import lookup_dtype
 from kls.findings import Severity
 from kls.instances import load_instances
 from kls.instances.schema import TensorSpec, column_major_strides, contiguous_strides
-from kls.render import context_names, render
-from kls.runtime.buffers import Buffer
-from kls.runtime.record import Recorder
-from kls.runtime.torch211 import (
+from kls.profiles.torch211.ops import DYNAMIC_CLUSTER_SHAPE, dynamic_cluster_block
+from kls.profiles.torch211.runtime import (
     GEMM_RUNTIME_ARGS,
     Torch211Gemm3xTemplate,
     Torch211Kernel,
@@ -34,6 +31,9 @@ from kls.runtime.torch211 import (
     spliced_text,
     sympy_product_str,
 )
+from kls.render import context_names, render
+from kls.runtime.buffers import Buffer
+from kls.runtime.record import Recorder
 from kls.template.model import parse_template
 from tests.conftest import ROOT, TEMPLATES, Workspace, codes
 from tests.upstream import needs_torch_source, require_torch_source

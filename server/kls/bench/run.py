@@ -16,8 +16,8 @@ from kls.bench.runner import run_worker
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.schema import UNSET_REFERENCE
+from kls.profiles import profile
 from kls.render import RenderResult
-from kls.runtime.torch211 import Torch211Kernel
 
 Progress = Callable[[str], None]
 
@@ -56,7 +56,7 @@ def make_job(
             )
         )
     kernel = rendered.kernel
-    extra = kernel.extra_args() if isinstance(kernel, Torch211Kernel) else []
+    extra = profile(instance.profile).call_arguments(kernel)
     return BenchJob(
         library=str(library),
         symbol=instance.kernel_name,

@@ -10,6 +10,7 @@ from kls.checks.catalogue import rule
 from kls.checks.signatures import helper_sig
 from kls.findings import Finding, Severity
 from kls.positions import Position, Range
+from kls.profiles import profile
 from kls.render import RenderResult, context_names
 from kls.runtime.record import RuntimeFinding, Site
 from kls.sourcemap import Origin
@@ -147,7 +148,7 @@ def _contract(result: RenderResult, models: Models) -> Iterator[Finding]:
     if kernel is None:
         return
     if not kernel.def_kernel_calls:
-        if result.instance.profile == "inductor-2023":
+        if profile(result.instance.profile).template_calls_def_kernel(result.instance.kind):
             path = str(result.instance.template)
             yield Finding(
                 "KT209",
@@ -299,7 +300,7 @@ def _doubled_export(result: RenderResult, models: Models) -> Iterator[Finding]:
     why = (
         "def_kernel's signature already starts with PT_EXPORT in this profile: remove the one "
         "written before {{kernel.def_kernel(...)}}"
-        if result.instance.profile == "inductor-2023"
+        if profile(result.instance.profile).signature_exports
         else "write it once"
     )
     yield _at_rendered_offset(

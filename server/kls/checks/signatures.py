@@ -1,12 +1,12 @@
 """Signatures and docs of the helpers templates may call (static arity checks, completion),
-per profile: which helpers a profile has comes from kls.runtime.profiles (the runtime classes'
+per profile: which helpers a profile has comes from kls.profiles (the runtime classes'
 TEMPLATE_API), what each takes and renders is written here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kls.runtime.profiles import DEFAULT, PROFILES
+from kls.profiles import DEFAULT, PROFILES
 
 
 @dataclass(frozen=True)
@@ -411,11 +411,14 @@ CONTEXT_DOCS: dict[str, str] = {
 }
 
 
+# Helpers whose signature a profile changed from 2023's, by profile name.
+_CHANGED: dict[str, tuple[HelperSig, ...]] = {"torch-2.11": tuple(_CHANGED_2_11)}
+
+
 def _for_profile(name: str) -> dict[tuple[str, str], HelperSig]:
     facts = PROFILES[name]
     table = dict(_HELPERS_2023)
-    if name == "torch-2.11":
-        table.update({(h.owner, h.name): h for h in _CHANGED_2_11})
+    table.update({(h.owner, h.name): h for h in _CHANGED.get(name, ())})
     docs = _DOCS.get(name, {})
     return {
         k: replace(h, example=docs[k][0], renders=docs[k][1], traps=docs[k][2]) if k in docs else h

@@ -8,8 +8,8 @@ from kls.checks.catalogue import rule
 from kls.checks.signatures import BUFFER_HELPERS, HelperSig, helpers, with_params
 from kls.findings import Finding
 from kls.positions import Range
+from kls.profiles import DEFAULT, PROFILES
 from kls.runtime.kernel import NEEDS_DEF_KERNEL, swapped_message
-from kls.runtime.profiles import DEFAULT, PROFILES
 from kls.suggest import did_you_mean
 from kls.template.model import Argument, HelperCall, NameRef, TemplateModel
 

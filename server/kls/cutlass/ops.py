@@ -22,14 +22,23 @@ import re
 import threading
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from pathlib import Path
 from typing import Any
 
 from kls.cache_dir import cache_dir, write_atomic
-from kls.cutlass.inductor211 import Refused, TensorLayout, emit_torch211, instance_skeleton
 from kls.suggest import did_you_mean
 
-_LOCK = threading.Lock()
+
+@dataclass(frozen=True)
+class TensorLayout:
+    """What the op filter reads of a tensor: dtype name, shape, strides, offset (elements)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+
+GENERATE_LOCK = threading.Lock()
 
 
 class OpLookupError(Exception):
@@ -148,7 +157,7 @@ def op_names(family: str, level: str = DEFAULT_LEVEL) -> list[str]:
         return names
     except (OSError, ValueError):
         pass
-    with _LOCK:
+    with GENERATE_LOCK:
         names = sorted(_generated(family, level))
     write_atomic(path, json.dumps(names).encode())
     return names
@@ -231,51 +240,14 @@ def emit_instance(
         return EmittedOp(**data)
     except (OSError, ValueError, TypeError):
         pass
-    with _LOCK:
-        op = _generated_op(name, level)
+    with GENERATE_LOCK:
+        op = generated_op(name, level)
         emitted = _emit(name, op, layouts, swap_xw)
     write_atomic(path, json.dumps(emitted.__dict__).encode())
     return emitted
 
 
-@functools.lru_cache(maxsize=256)
-def emit_instance_torch211(
-    name: str,
-    x: TensorLayout,
-    w: TensorLayout,
-    bias: TensorLayout | None,
-    y: TensorLayout,
-    sm: int,
-    level: str = DEFAULT_LEVEL,
-    torch_package: Path | None = None,
-) -> EmittedOp:
-    """`instance_definition`/`instance_type` as torch 2.11's Inductor makes them for these
-    tensors (kls.cutlass.inductor211), with the instance skeleton of the torch source at
-    `torch_package`; OpLookupError where Inductor would skip the op."""
-    skeleton = instance_skeleton(torch_package)
-    shape = hashlib.sha256(repr(skeleton).encode()).hexdigest()[:16]
-    key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm, shape])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
-    try:
-        data = json.loads(path.read_text())
-        return EmittedOp(**data)
-    except (OSError, ValueError, TypeError):
-        pass
-    with _LOCK:
-        op = _generated_op(name, level)
-        try:
-            e = emit_torch211(op, x, w, bias, y, sm, skeleton)
-        except Refused as exc:
-            raise OpLookupError(f"op '{name}': {exc}") from exc
-    emitted = EmittedOp(
-        name, e.definition, e.type_name, e.is_3x, e.should_swap_xw, e.conf_name, e.dynamic_cluster
-    )
-    write_atomic(path, json.dumps(emitted.__dict__).encode())
-    return emitted
-
-
-def _generated_op(name: str, level: str) -> Any:
+def generated_op(name: str, level: str) -> Any:
     family = family_of(name)
     ops = _generated(family, _level_of(family, level))
     if name not in ops:

@@ -4,7 +4,7 @@ Compatibility is torch 2.11 Inductor's own, in its order (gen_ops): `global_filt
 SIMT, generator ops with A row-major and B column-major, supported accumulator and X/W element
 types), then per op `filter_op`: the template's GEMM kind (3.x or 2.x, as the instance's
 current op), `_dtype_match` (X, W, Y elements and the f32 accumulator), then the layout,
-alignment and bias handling kls mirrors in `kls.cutlass.inductor211` (an op it refuses is
+alignment and bias handling kls mirrors in `kls.profiles.torch211.ops` (an op it refuses is
 skipped, as Inductor skips it); duplicates by configuration name after the filter keep the
 first, and the list is sorted by that name. The tune table's `op_filter` / `ops` narrow it.
 
@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kls.cutlass import ops as cutlass_ops
-from kls.cutlass.inductor211 import Refused, TensorLayout, emit_torch211
+from kls.cutlass.ops import TensorLayout
 from kls.instances import InstanceSpec, TensorSpec
 from kls.instances.schema import column_major_strides, contiguous_strides
+from kls.profiles.torch211.ops import Refused, emit_torch211, instance_skeleton
 from kls.tune.space import TuneSpace, runtime_variables
 
 # torch dtype name -> cutlass_library DataType names it matches (utils.dtype_match).
@@ -158,6 +159,7 @@ def compatible_ops(spec: InstanceSpec, level: str | None = None) -> list[OpChoic
     accumulator = L.DataType.s32 if x.dtype == "int8" else L.DataType.f32
     level = level or spec.instantiation_level
     found: dict[str, OpChoice] = {}
+    skeleton = instance_skeleton(spec.torch_package)
     for family in cutlass_ops.families_for_arch(spec.arch):
         for name, op in cutlass_ops._generated(family, level).items():
             if op.gemm_kind != kind:
@@ -176,7 +178,7 @@ def compatible_ops(spec: InstanceSpec, level: str | None = None) -> list[OpChoic
             ):
                 continue
             try:
-                emitted = emit_torch211(op, x, w, bias, y, spec.sm)
+                emitted = emit_torch211(op, x, w, bias, y, spec.sm, skeleton)
             except Refused:
                 continue
             conf = emitted.filtered_name

@@ -661,7 +661,8 @@ def own_values(spec: InstanceSpec, names: Any) -> dict[str, Any]:
 def swap_of(spec: InstanceSpec, unit: BuildUnit) -> bool:
     """Whether Inductor swaps X and W for this op (a bias with a TMA epilogue): the call's
     size arguments follow the swap."""
-    from kls.cutlass.ops import OpLookupError, emit_instance_torch211
+    from kls.cutlass.ops import OpLookupError
+    from kls.profiles.torch211.ops import emit_instance_torch211
     from kls.tune.candidates import _layout
 
     x, w, b, y = (_layout(spec.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))

@@ -14,7 +14,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kls.instances import InstanceSpec
-from kls.runtime.torch211 import GEMM_RUNTIME_ARGS
+from kls.profiles import profile
 from kls.tune.table import TuneSpace, TuneSpaceError, parse_space
 
 __all__ = [
@@ -29,9 +29,7 @@ __all__ = [
 
 def runtime_variables(spec: InstanceSpec) -> tuple[str, ...]:
     """Variables the entry point takes at each call (one build serves all their values)."""
-    if spec.profile == "torch-2.11" and spec.kind == "cutlass_gemm":
-        return tuple(a.name for a in GEMM_RUNTIME_ARGS)
-    return ()
+    return profile(spec.profile).runtime_variables(spec)
 
 
 def load_space(spec: InstanceSpec) -> TuneSpace:

@@ -25,7 +25,7 @@ def _config_torch_source(config: Path) -> str | None:
 
 
 def info_record(config: Path | None) -> dict[str, Any]:
-    from kls.runtime.profiles import PROFILES
+    from kls.profiles import PROFILES
 
     located = _located_for(config)
     source = located.source

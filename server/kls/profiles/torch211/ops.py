@@ -1,4 +1,5 @@
-"""How torch 2.11's Inductor turns a generated CUTLASS op into `instance_definition`.
+"""How torch 2.11's Inductor turns a generated CUTLASS op into `instance_definition` (the
+op filter, the swap, the instance text), and `emit_instance_torch211`, its cached form.
 
 Mirrored from torch 2.11.0, `torch/_inductor/codegen/cutlass/`:
 - `gemm_template.py` `CUTLASSGemmTemplate.filter_op` (layouts, alignments, epilogue element),
@@ -19,11 +20,23 @@ from __future__ import annotations
 import copy
 import enum
 import functools
+import hashlib
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kls.cache_dir import cache_dir, write_atomic
+from kls.cutlass.ops import (
+    DEFAULT_LEVEL,
+    GENERATE_LOCK,
+    EmittedOp,
+    OpLookupError,
+    TensorLayout,
+    cutlass_version,
+    generated_op,
+)
 from kls.upstream.blocks import UpstreamTextError, attribute_string
 
 # Default of config.cutlass.cutlass_dynamic_cluster_shape (and of the fallback).
@@ -32,16 +45,6 @@ DYNAMIC_CLUSTER_SHAPE = (2, 1, 1)
 
 class Refused(Exception):
     """Inductor would not pick this op for these tensors (filter_op returns None)."""
-
-
-@dataclass(frozen=True)
-class TensorLayout:
-    """What the op filter reads of a tensor: dtype name, shape, strides, offset (elements)."""
-
-    dtype: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -377,3 +380,39 @@ def _schedule_tags(op: Any, lib: Any) -> dict[str, str]:
         "epi_tile_mn": "cutlass::epilogue::collective::EpilogueTileAuto",
         "mixed_dtype_prepare_code": "",
     }
+
+
+@functools.lru_cache(maxsize=256)
+def emit_instance_torch211(
+    name: str,
+    x: TensorLayout,
+    w: TensorLayout,
+    bias: TensorLayout | None,
+    y: TensorLayout,
+    sm: int,
+    level: str = DEFAULT_LEVEL,
+    torch_package: Path | None = None,
+) -> EmittedOp:
+    """`instance_definition`/`instance_type` as torch 2.11's Inductor makes them for these
+    tensors, with the instance skeleton of the torch source at `torch_package`, cached on disk
+    by everything that decides the text; OpLookupError where Inductor would skip the op."""
+    skeleton = instance_skeleton(torch_package)
+    shape = hashlib.sha256(repr(skeleton).encode()).hexdigest()[:16]
+    key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm, shape])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
+    try:
+        return EmittedOp(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        pass
+    with GENERATE_LOCK:
+        op = generated_op(name, level)
+        try:
+            e = emit_torch211(op, x, w, bias, y, sm, skeleton)
+        except Refused as exc:
+            raise OpLookupError(f"op '{name}': {exc}") from exc
+    emitted = EmittedOp(
+        name, e.definition, e.type_name, e.is_3x, e.should_swap_xw, e.conf_name, e.dynamic_cluster
+    )
+    write_atomic(path, json.dumps(emitted.__dict__).encode())
+    return emitted

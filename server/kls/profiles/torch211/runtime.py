@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from kls.runtime.buffers import Buffer
-from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, _normalize
-from kls.runtime.record import CallRecord, Recorder
-from kls.runtime.template_api import (
+from kls.runtime.cuda_text import (
     CUDA_GLOBALS,
     CUDA_HEADER,
     CUTLASS_GLOBALS,
     CUTLASS_HEADER,
     GEMM_HEADER,
 )
+from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, _normalize
+from kls.runtime.record import CallRecord, Recorder
 from kls.upstream.blocks import UpstreamTextError, method_splices
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.

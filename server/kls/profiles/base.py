@@ -1,0 +1,118 @@
+"""What a profile is: one template family and API generation, behind one interface.
+
+Render, checks, bench, tune and the language server reach profile behaviour only through a
+`Profile` (found by name in `kls.profiles`): they never test a profile's name or class. A
+profile provides
+- the names a template may use: `kernel.`/`template.` helpers (`api`), context names by
+  instance kind, reserved C names, the buffers every GEMM context has;
+- `render_context`: the Jinja context of one render, built on a `RenderSession` (the
+  renderer's recorder, kernel, file reads and nested renders);
+- `finish`: the step after Jinja (e.g. torch 2.11's `IndentedBuffer.splice`);
+- `runtime_variables` and `call_arguments`: the values the built entry takes at each call
+  besides the tensors (sizes, offsets, swizzle), as names for tune tables and as (C type,
+  value) pairs for the benchmark;
+- `prepare_op`: kls's own trusted work before a render's deadline starts (the op list);
+- rule facts: whether the template itself must call def_kernel (KT209) and whether its
+  signature carries PT_EXPORT (KT405's advice);
+- `torch_versions`: the torch releases it mirrors (KT008 when the torch source differs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from kls.instances.schema import InstanceSpec
+from kls.runtime.buffers import Buffer
+from kls.runtime.kernel import Kernel
+from kls.runtime.record import Recorder
+
+if TYPE_CHECKING:  # the renderer's result type; profiles fill it, never import render
+    from typing import TypeAlias
+
+    RenderResultLike: TypeAlias = Any
+
+
+class ConfigProblem(Exception):
+    """The instance's config does not fit the template's profile (reported at kls.toml)."""
+
+
+class RenderSession(Protocol):
+    """What a profile's context builder may use of the renderer."""
+
+    recorder: Recorder
+    kernel: Kernel
+    text_to_path: dict[str, str]
+
+    def read(self, path: Path) -> str: ...
+
+    def render_sub(self, source: str, context: dict[str, Any]) -> str: ...
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    mirrors: str
+    kernel_api: frozenset[str]
+    template_api: dict[str, frozenset[str]]  # by instance kind
+    context: dict[str, frozenset[str]]  # fixed context names by kind (plus tensors, vars)
+    gemm_buffers: tuple[str, ...] = ()  # buffers every GEMM context has (None when absent)
+    def_kernel_before_render: frozenset[str] = field(default_factory=frozenset)  # kinds
+    torch_versions: tuple[tuple[int, int], ...] = ()  # the torch releases it mirrors
+    # Whether def_kernel's signature begins with PT_EXPORT (a second one is a mistake).
+    signature_exports: bool = False
+
+    # -- names -----------------------------------------------------------------------------
+    def api(self, owner: str, kind: str | None = None) -> frozenset[str]:
+        """The names `kernel.`/`template.` may reach (for `kind`, or any kind)."""
+        if owner == "kernel":
+            return self.kernel_api
+        if kind is not None:
+            return self.template_api.get(kind, frozenset())
+        return frozenset().union(*self.template_api.values())
+
+    def context_names(self, kind: str) -> frozenset[str]:
+        return self.context.get(kind, frozenset())
+
+    def reserved_c_names(self, kind: str) -> frozenset[str]:
+        """C names a def_kernel parameter must not take."""
+        raise NotImplementedError
+
+    def template_calls_def_kernel(self, kind: str) -> bool:
+        """Whether the template itself must call def_kernel (else there is no entry)."""
+        return kind not in self.def_kernel_before_render
+
+    # -- render ----------------------------------------------------------------------------
+    def new_kernel(self, instance: InstanceSpec, recorder: Recorder) -> Kernel:
+        """The `kernel` object before the context is built."""
+        return Kernel(instance.kernel_name, recorder, self.reserved_c_names(instance.kind))
+
+    def render_context(
+        self,
+        session: RenderSession,
+        instance: InstanceSpec,
+        result: Any,
+        buffers: dict[str, Buffer | None],
+        output: Buffer | None,
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def finish(self, result: Any) -> None:
+        """The step after Jinja; the default keeps the text as rendered."""
+
+    def prepare_op(self, instance: InstanceSpec) -> None:
+        """Fill the op caches the render will read (trusted work, before its deadline)."""
+
+    # -- the built entry -------------------------------------------------------------------
+    def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:
+        """Variables the entry takes at each call (one build serves all their values)."""
+        return ()
+
+    def call_arguments(self, kernel: Kernel | None) -> list[tuple[str, int]]:
+        """(C type, value) of every argument after the tensor pointers."""
+        return []
+
+
+ContextBuilder = Callable[..., dict[str, Any]]

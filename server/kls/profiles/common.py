@@ -1,0 +1,43 @@
+"""Helpers every CUTLASS profile's context builder shares: the instance's op, the tensors'
+layouts, the argument/epilogue sub-templates."""
+
+from __future__ import annotations
+
+from kls.cutlass.ops import TensorLayout, resolve_op_name
+from kls.instances.schema import InstanceSpec, TensorSpec
+from kls.profiles.base import RenderSession
+
+
+def tensor_layout(spec: TensorSpec | None) -> TensorLayout | None:
+    if spec is None:
+        return None
+    return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
+
+
+def op_name(instance: InstanceSpec) -> str:
+    """The instance's CUTLASS op: named, or the first match of its filter."""
+    return resolve_op_name(
+        instance.op,
+        instance.op_filter.contains if instance.op_filter else (),
+        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+        instance.instantiation_level,
+    )
+
+
+def layout_letter(spec: TensorSpec | None) -> str | None:
+    if spec is None or spec.rank < 2:
+        return None
+    return "t" if spec.stride[-1] == 1 else "n"
+
+
+def sub_templates(r: RenderSession, instance: InstanceSpec) -> tuple[str | None, str | None]:
+    """The sub-templates' texts, remembered by text so a nested render knows its file."""
+    argument_text = r.read(instance.argument_template) if instance.argument_template else None
+    epilogue_text = r.read(instance.epilogue_template) if instance.epilogue_template else None
+    for text, path in (
+        (argument_text, instance.argument_template),
+        (epilogue_text, instance.epilogue_template),
+    ):
+        if text is not None and path is not None:
+            r.text_to_path[text] = str(path)
+    return argument_text, epilogue_text
