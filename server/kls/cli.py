@@ -284,7 +284,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.format == "json":
         payload = {
             "findings": [f.to_json() for f in findings],
-            "instances_rendered": sorted(result.renders),
+            "instances_rendered": sorted(n for n, r in result.renders.items() if r.ok),
+            "instances_not_rendered": sorted(n for n, r in result.renders.items() if not r.ok),
+            "configs": [str(c) for c in result.configs],
             "errors": result.errors,
         }
         if args.compile:
@@ -304,12 +306,27 @@ def cmd_check(args: argparse.Namespace) -> int:
                 f", {sum(r.ok for r in compiled.values())}/{len(compiled)} compiled by nvcc"
                 if args.compile
                 else ""
-            ),
+            )
+            + f"; {_configs_read(result.configs)}",
             file=sys.stderr,
         )
         if not result.renders:
             print(_static_only_note(list(args.paths)), file=sys.stderr)
     return EXIT_FINDINGS if result.errors else EXIT_OK
+
+
+def _configs_read(configs: list[Path]) -> str:
+    """'2 config(s) read: a/kls.toml, b/kls.toml' (relative to the current folder when below it)."""
+    if not configs:
+        return "no kls.toml read"
+    shown = []
+    for c in configs[:5]:
+        try:
+            shown.append(str(c.relative_to(Path.cwd().resolve())))
+        except ValueError:
+            shown.append(str(c))
+    more = f" and {len(configs) - 5} more" if len(configs) > 5 else ""
+    return f"{len(configs)} config(s) read: {', '.join(shown)}{more}"
 
 
 def _compile_rendered(
@@ -625,7 +642,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
     if args.profile:
         from kls.checks.signatures import helpers
-        from kls.profiles import PROFILES, profile
+        from kls.runtime.profiles import PROFILES, profile
 
         try:
             facts = profile(args.profile)

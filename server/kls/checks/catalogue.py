@@ -95,6 +95,13 @@ RULES: dict[str, Rule] = {
             "a name in names_str is another buffer's name: the C parameter called that holds "
             "the data of the buffer at its position (names follow inputs + outputs in order)",
         ),
+        Rule(
+            "KT214",
+            "reorder-not-passed",
+            _E,
+            "kls.toml sets input_reorder but the template's def_kernel is called without it "
+            "(or with another list): the C parameters take the caller's buffers in the wrong order",
+        ),
         Rule("KT301", "helper-arity", _E, "a helper is called with the wrong arguments"),
         Rule("KT302", "index-out-of-rank", _E, "a dimension index is outside the tensor's rank"),
         Rule("KT303", "missing-getvalue", _E, "header()/globals() used without .getvalue()"),

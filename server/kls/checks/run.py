@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from kls.checks.rendered import Models, render_findings
+from kls.checks.reorder import reorder_findings
 from kls.checks.static import static_findings
 from kls.checks.syntax import syntax_findings
+from kls.checks.walk import project_files
 from kls.findings import Finding, Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES, MAX_TEMPLATE_CODE_BYTES, MAX_TEMPLATE_LINES
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
@@ -37,6 +39,7 @@ class CheckResult:
     # Render-time findings about a config line (an unknown op, a reorder the template never
     # passes): they belong to kls.toml, not to the checked file, and are shown there.
     config_findings: list[Finding] = field(default_factory=list)
+    configs: list[Path] = field(default_factory=list)  # the configs `kls check` read
 
     @property
     def errors(self) -> int:
@@ -140,7 +143,8 @@ class ModelCache:
     def __init__(self, overrides: dict[Path, str] | None = None) -> None:
         self.overrides = {p.resolve(): t for p, t in (overrides or {}).items()}
         self.models: dict[str, TemplateModel] = {}
-        self.checked: dict[str, tuple[RenderResult, list[Finding]]] = {}
+        # By (config, instance name): two configs may both name an instance "i".
+        self.checked: dict[tuple[str, str], tuple[RenderResult, list[Finding]]] = {}
         # Renders a caller started ahead, by instance name (the language server starts the
         # active instance's render before the template is parsed, so the two overlap).
         self.started: dict[str, PendingRender] = {}
@@ -162,13 +166,16 @@ class ModelCache:
 
 
 def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderResult, list[Finding]]:
-    if instance.name not in cache.checked:
+    key = (str(instance.config_path), instance.name)
+    if key not in cache.checked:
         started = cache.started.pop(instance.name, None)
         result = started.result() if started else render_isolated(instance, cache.overrides)
         models = cache.for_render(result)
-        findings = render_findings(result, models) + syntax_findings(result, models)
-        cache.checked[instance.name] = (result, [_tag(f, instance.name) for f in findings])
-    return cache.checked[instance.name]
+        about_config, runtime = reorder_findings(result)
+        findings = render_findings(replace(result, findings=runtime), models)
+        findings += syntax_findings(result, models) + about_config
+        cache.checked[key] = (result, [_tag(f, instance.name) for f in findings])
+    return cache.checked[key]
 
 
 def _tag(f: Finding, instance: str) -> Finding:
@@ -321,6 +328,14 @@ def apply_noqa(findings: list[Finding], cache: ModelCache) -> list[Finding]:
     return kept
 
 
+def _render_key(renders: dict[str, RenderResult], name: str, rendered: RenderResult) -> str:
+    """`name`, or `folder/name` when another config's instance has that name already."""
+    known = renders.get(name)
+    if known is None or known.instance.config_path == rendered.instance.config_path:
+        return name
+    return f"{rendered.instance.config_path.parent.name}/{name}"
+
+
 def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckResult:
     """`kls check`: every template under `paths` and every instance of the configs found
     (whose templates may also lie under `extra_roots`)."""
@@ -340,14 +355,17 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
                         files.append(p)
             continue
         if root.is_dir():
-            files.extend(sorted(p for p in root.rglob("*") if p.is_file() and is_template(p)))
-            config = find_config(root)
-            if config is not None and config not in configs:
-                configs[config] = load_instances(config, extra_roots=extra_roots)
-            python = configs[config].python_files() if config is not None else []
-            files.extend(p for p in python if p.is_relative_to(root.resolve()))
-            if config is not None:  # Inductor's own files the config's instances read
-                files.extend(p for p in configs[config].upstream_files() if p not in files)
+            # Every config below the folder (and the one it lies in), and their templates.
+            found = project_files(root, is_template)
+            files.extend(found.templates)
+            above = find_config(root)
+            for below in dict.fromkeys([*([above] if above else []), *found.configs]):
+                if below not in configs:
+                    configs[below] = load_instances(below, extra_roots=extra_roots)
+                python = configs[below].python_files()
+                files.extend(p for p in python if p.is_relative_to(root.resolve()))
+                # Inductor's own files the config's instances read
+                files.extend(p for p in configs[below].upstream_files() if p not in files)
         elif root.is_file():
             files.append(root)
         else:
@@ -366,7 +384,7 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
     for instance_set in configs.values():
         result.findings.extend(instance_set.findings)
     cache = ModelCache()
-    for file in files:
+    for file in dict.fromkeys(files):
         config = find_config(file)
         explicit = [c for c, i in configs.items() if i.depends_on(file)]
         instances = (
@@ -375,7 +393,9 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
         checked = check_file(file, instances=instances, cache=cache)
         result.findings.extend(checked.findings)
         result.findings.extend(checked.config_findings)
-        result.renders.update(checked.renders)
+        for name, rendered in checked.renders.items():
+            result.renders[_render_key(result.renders, name, rendered)] = rendered
     # Instances whose template lies outside the checked paths still get their config checked.
     result.findings = dedupe(result.findings)
+    result.configs = sorted(configs)
     return result

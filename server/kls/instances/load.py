@@ -174,6 +174,11 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+def is_config(path: Path) -> bool:
+    """A kls.toml, or a pyproject.toml with a [tool.kls] table."""
+    return path.name == "kls.toml" or (path.name == "pyproject.toml" and _has_tool_kls(path))
+
+
 def _has_tool_kls(pyproject: Path) -> bool:
     try:
         with pyproject.open("rb") as f:
@@ -448,6 +453,9 @@ class _Reader:
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
             ).start.line,
+            reorder_range=self.locator.find(self.prefix + where("input_reorder"))
+            if reorder is not None
+            else None,
         )
 
     def template_path(self, keys: tuple[str, ...], key: str, value: str) -> Path | None:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from kls.dtypes import DType
+from kls.positions import Range
 
 # The Inductor template API generations kls mirrors (kls.runtime.profiles).
 Profile = Literal["inductor-2023", "torch-2.11"]
@@ -103,6 +104,7 @@ class InstanceSpec:
     torch_package: Path | None = None
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
+    reorder_range: Range | None = None  # where its input_reorder is written, when it is
 
     @property
     def sm(self) -> int:
