@@ -28,7 +28,7 @@ from kls.instances.locate import TomlLocator
 from kls.instances.roots import describe_roots, is_inside, project_roots
 from kls.instances.schema import (
     KINDS,
-    PROFILES,
+    DEFAULT_PROFILE,
     REFERENCES,
     RENAMED_PROFILES,
     UNSET_REFERENCE,
@@ -232,6 +232,14 @@ def load_instances(
     return result
 
 
+def registered_profiles() -> tuple[str, ...]:
+    """The profile names kls knows. The registry's packages build on this layer (they read
+    instances), so it is asked here when a config names a profile, not imported above."""
+    from kls.profiles import names
+
+    return names()
+
+
 def torch_source_of(path: Path) -> str | None:
     """The `[torch] source` a config names (None: unset, unreadable or not a string)."""
     try:
@@ -404,7 +412,7 @@ class _Reader:
             ),
             lambda: self.finite(where("alpha"), raw.get("alpha", 1.0)),
             lambda: self.finite(where("beta"), raw.get("beta", 0.0)),
-            lambda: self.profile(where("profile"), raw.get("profile", PROFILES[0])),
+            lambda: self.profile(where("profile"), raw.get("profile", DEFAULT_PROFILE)),
             lambda: self.choice(where("kind"), raw.get("kind", _default_kind(raw)), KINDS),
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
             lambda: self.arch(where("arch"), raw.get("arch", "90a")),
@@ -429,7 +437,9 @@ class _Reader:
             name=name,
             template=template,
             config_path=self.path,
-            profile=RENAMED_PROFILES.get(raw.get("profile", ""), raw.get("profile", PROFILES[0])),
+            profile=RENAMED_PROFILES.get(
+                raw.get("profile", ""), raw.get("profile", DEFAULT_PROFILE)
+            ),
             kind=raw.get("kind", _default_kind(raw)),
             arch=str(raw.get("arch", "90a")),
             kernel_name=kernel_name,
@@ -648,7 +658,7 @@ class _Reader:
     def profile(self, keys: tuple[str, ...], value: str) -> bool:
         new = RENAMED_PROFILES.get(value)
         if new is None:
-            return self.choice(keys, value, PROFILES)
+            return self.choice(keys, value, registered_profiles())
         rng = self.locator.find(self.prefix + keys)
         message = f"profile '{value}' is now '{new}' (mirrored from that release); write '{new}'"
         self.out.append(Finding("KT002", Severity.WARNING, rng, message, path=str(self.path)))

@@ -12,7 +12,8 @@ export const TUNE_COMMAND = "kls.tune";
 export type CompileMode = "check" | "build";
 export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench" | "kls-tune";
 export type JobKind = "compile" | "bench" | "tune";
-export type Profile = "inductor-2023" | "torch-2.11";
+/** A profile name: the server's registry decides which exist (`kls rules --profile`, `kls info`). */
+export type Profile = string;
 export type InstanceKind = "cutlass_gemm" | "cuda";
 export type Reference = "gemm" | "softmax" | "none";
 
