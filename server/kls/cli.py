@@ -311,7 +311,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if not result.renders:
-            print(_static_only_note(list(args.paths)), file=sys.stderr)
+            print(_static_only_note(list(args.paths), result.errors), file=sys.stderr)
     return EXIT_FINDINGS if result.errors else EXIT_OK
 
 
@@ -348,7 +348,7 @@ def _compile_rendered(
     return {spec.name: r for spec, r in zip(specs, results)}
 
 
-def _static_only_note(paths: list[Path]) -> str:
+def _static_only_note(paths: list[Path], errors: int) -> str:
     """Why nothing rendered: say that only the static checks ran, and how to declare one."""
     folders = [p if p.is_dir() else p.parent for p in paths]
     if not any(find_config(f) for f in folders):
@@ -356,14 +356,39 @@ def _static_only_note(paths: list[Path]) -> str:
         return (
             f"kls: only the static checks ran: no kls.toml at or above {where}, so no instance "
             "was rendered (render-time checks, the C contract and nvcc need one). Declare one "
-            "in kls.toml:\n"
-            '  [instances.add_f32]\n  template = "add.cu.jinja"\n  profile = "torch-2.11"\n'
-            '  tensors.A = { shape = [1024], dtype = "fp32" }   # one line per buffer\n'
+            f"in kls.toml:\n{_instance_example(paths)}"
             "or run `kls init` in an empty folder for a working example (README: Quick start)"
+        )
+    if errors:
+        return (
+            "kls: no instance was rendered: the error(s) above stop it (a Jinja syntax error "
+            "stops every render of its template; a kls.toml error, a missing template or a "
+            "`file.py::NAME` kls cannot read drops the instance): fix them and check again"
         )
     return (
         "kls: only the static checks ran: kls.toml declares no instance of these templates "
         "(add [instances.NAME] with template = ... and its tensors)"
+    )
+
+
+def _instance_example(paths: list[Path]) -> str:
+    """A kls.toml instance for the first checked template: `file.py::NAME` for a Python
+    file (its first string constant with Jinja code), else the template's own name."""
+    from kls.checks.run import jinja_constants
+    from kls.template.source import TemplateRef
+
+    template = "add.cu.jinja"
+    for path in paths:
+        if path.is_file() and path.suffix == ".py":
+            names = [TemplateRef.parse(i).constant for i in jinja_constants(path.resolve())]
+            template = f"{path.name}::{names[0] if names else 'NAME'}"
+            break
+        if path.is_file() and path.suffix != ".toml":
+            template = path.name
+            break
+    return (
+        f'  [instances.example]\n  template = "{template}"\n  profile = "torch-2.11"\n'
+        '  tensors.A = { shape = [1024], dtype = "fp32" }   # one line per buffer\n'
     )
 
 
@@ -642,7 +667,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
     if args.profile:
         from kls.checks.signatures import helpers
-        from kls.runtime.profiles import PROFILES, profile
+        from kls.profiles import PROFILES, profile
 
         try:
             facts = profile(args.profile)

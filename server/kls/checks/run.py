@@ -19,11 +19,13 @@ from kls.positions import Range
 from kls.render import RenderResult
 from kls.sandbox.workers import PendingRender, render_isolated
 from kls.template.model import TemplateModel, parse_template
+from kls.template.pysource import PyConstant, python_constants
 from kls.template.source import (
     SourceError,
     TemplateRef,
     findings_to_file,
     is_python_file,
+    read_file_text,
     read_source,
 )
 
@@ -221,7 +223,8 @@ def check_python_file(
     cache = cache or ModelCache()
     if text is not None:
         cache.overrides[path] = text
-    for source_id in instances.sources_in(path) if instances is not None else []:
+    sources = instances.sources_in(path) if instances is not None else []
+    for source_id in sources or jinja_constants(path, cache.overrides):
         if cancelled is not None and cancelled():
             result.cancelled = True
             break
@@ -238,6 +241,20 @@ def check_python_file(
             break
     result.findings = findings_to_file(result.findings, cache.overrides)
     return result
+
+
+def jinja_constants(path: Path, overrides: dict[Path, str] | None = None) -> list[str]:
+    """The source ids of the string constants of Python file `path` that contain Jinja code
+    (`{{`, `{%`): with no instance reading the file, they still get the static checks."""
+    try:
+        module = python_constants(read_file_text(path, overrides))
+    except (OSError, UnicodeDecodeError, SourceError):
+        return []
+    return [
+        TemplateRef(path, name).id
+        for name, c in module.constants.items()
+        if isinstance(c, PyConstant) and ("{{" in c.value or "{%" in c.value)
+    ]
 
 
 def _check_source(
