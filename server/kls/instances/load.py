@@ -27,8 +27,8 @@ from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
 from kls.instances.locate import TomlLocator
 from kls.instances.roots import describe_roots, is_inside, project_roots
 from kls.instances.schema import (
-    KINDS,
     DEFAULT_PROFILE,
+    KINDS,
     REFERENCES,
     RENAMED_PROFILES,
     UNSET_REFERENCE,
