@@ -248,7 +248,7 @@ def _cutlass_dir() -> str:
 
 def filtered_name(case: Case) -> str:
     """The op's configuration name after Inductor's filter_op (what its allowlist matches)."""
-    from kls.cutlass.ops import _generated, family_of
+    from kls.cutlass.ops import family_of, generated
     from kls.profiles.torch211.ops import TensorLayout, emit_torch211
 
     lay = tensor_layouts(case)
@@ -259,7 +259,7 @@ def filtered_name(case: Case) -> str:
             return None
         return TensorLayout(case.dtype, tuple(t["shape"]), tuple(t["stride"]))
 
-    op = _generated(family_of(case.op))[case.op]
+    op = generated(family_of(case.op))[case.op]
     x, w, y = tl("X"), tl("W"), tl("Y")
     assert x is not None and w is not None and y is not None
     return emit_torch211(op, x, w, tl("Bias"), y, int(case.arch[:2])).filtered_name

@@ -64,7 +64,7 @@ def _full_generator_names(level: str) -> set[str]:
 
 
 def test_quick_generation_at_a_level_is_the_full_lists_real_ops() -> None:
-    quick, full = set(ops._generated("sm90", "1111")), _full_generator_names("1111")
+    quick, full = set(ops.generated("sm90", "1111")), _full_generator_names("1111")
     assert quick <= full
     # What only the full generator lists: complex GEMMs, which no Inductor dtype matches.
     assert {n for n in full - quick if "_cf64_" not in n} == set()

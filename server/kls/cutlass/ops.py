@@ -99,7 +99,7 @@ def families_for_arch(arch: str) -> tuple[str, ...]:
 
 
 @functools.lru_cache(maxsize=4)
-def _generated(family: str, level: str = DEFAULT_LEVEL) -> dict[str, Any]:
+def generated(family: str, level: str = DEFAULT_LEVEL) -> dict[str, Any]:
     """name -> GemmOperation for one generator family (slow: ~1.2 s at level "0")."""
     from cutlass_library import generator, library, manifest
 
@@ -158,7 +158,7 @@ def op_names(family: str, level: str = DEFAULT_LEVEL) -> list[str]:
     except (OSError, ValueError):
         pass
     with GENERATE_LOCK:
-        names = sorted(_generated(family, level))
+        names = sorted(generated(family, level))
     write_atomic(path, json.dumps(names).encode())
     return names
 
@@ -249,7 +249,7 @@ def emit_instance(
 
 def generated_op(name: str, level: str) -> Any:
     family = family_of(name)
-    ops = _generated(family, _level_of(family, level))
+    ops = generated(family, _level_of(family, level))
     if name not in ops:
         raise OpLookupError(f"unknown CUTLASS op '{name}'{_level_hint(name, family, level)}")
     return ops[name]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from kls.instances.schema import RENAMED_PROFILES
 from kls.profiles import inductor2023, torch211
-from kls.profiles.base import ConfigProblem, Profile, RenderSession
+from kls.profiles.base import ConfigProblem, OpChoice, Profile, RenderSession, Verdict
 
 PROFILES: dict[str, Profile] = {}
 
@@ -36,4 +36,14 @@ def names() -> tuple[str, ...]:
     return tuple(PROFILES)
 
 
-__all__ = ["DEFAULT", "PROFILES", "ConfigProblem", "Profile", "RenderSession", "names", "profile"]
+__all__ = [
+    "DEFAULT",
+    "PROFILES",
+    "ConfigProblem",
+    "OpChoice",
+    "Profile",
+    "RenderSession",
+    "Verdict",
+    "names",
+    "profile",
+]

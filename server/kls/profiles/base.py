@@ -19,20 +19,34 @@ profile provides
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from kls.instances.schema import InstanceSpec
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import Kernel
 from kls.runtime.record import Recorder
 
-if TYPE_CHECKING:  # the renderer's result type; profiles fill it, never import render
-    from typing import TypeAlias
 
-    RenderResultLike: TypeAlias = Any
+@dataclass(frozen=True)
+class OpChoice:
+    op: str  # the generator's op name (what kls.toml's `op` takes)
+    conf_name: str  # configuration name after Inductor's filter (its dedup key)
+    family: str  # kernel schedule / epilogue, for the plot and table
+    tile: str  # e.g. 128x256x64 cluster 2x1x1
+    kernel: str = ""  # hash of the emitted C++ with the op's own name blanked (dedup key)
+    level: str = "0"  # the cutlass_instantiation_level whose list holds the op
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One generated op: accepted (as `choice`) or refused, with the reason in words."""
+
+    op: str
+    choice: OpChoice | None
+    reason: str = ""
 
 
 class ConfigProblem(Exception):
@@ -104,6 +118,20 @@ class Profile:
 
     def prepare_op(self, instance: InstanceSpec) -> None:
         """Fill the op caches the render will read (trusted work, before its deadline)."""
+
+    # -- ops -------------------------------------------------------------------------------
+    def op_verdicts(self, instance: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
+        """Every generated op for the instance's arch, accepted or refused with the reason
+        (what `kls ops` prints and the tuner draws from). ConfigProblem without an op list."""
+        raise ConfigProblem(f"profile '{self.name}' has no op list to choose from")
+
+    def compatible_ops(self, instance: InstanceSpec, level: str | None = None) -> list[OpChoice]:
+        """The accepted ops, one per distinct configuration, sorted."""
+        found: dict[str, OpChoice] = {}
+        for verdict in self.op_verdicts(instance, level):
+            if verdict.choice is not None:
+                found.setdefault(verdict.choice.conf_name, verdict.choice)
+        return [found[k] for k in sorted(found)]
 
     # -- the built entry -------------------------------------------------------------------
     def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:

@@ -662,8 +662,8 @@ def swap_of(spec: InstanceSpec, unit: BuildUnit) -> bool:
     """Whether Inductor swaps X and W for this op (a bias with a TMA epilogue): the call's
     size arguments follow the swap."""
     from kls.cutlass.ops import OpLookupError
+    from kls.profiles.common import tensor_layout as _layout
     from kls.profiles.torch211.ops import emit_instance_torch211
-    from kls.tune.candidates import _layout
 
     x, w, b, y = (_layout(spec.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))
     if x is None or w is None or y is None:

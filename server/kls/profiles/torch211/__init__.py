@@ -6,13 +6,15 @@ verbatim is read from the instance's torch source (kls.upstream)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from kls.cutlass.ops import EmittedOp, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
-from kls.profiles.base import ConfigProblem, Profile, RenderSession
+from kls.profiles.base import ConfigProblem, Profile, RenderSession, Verdict
 from kls.profiles.common import op_name, sub_templates, tensor_layout
 from kls.profiles.names import COMMON, GEMM_2023, SUB_TEMPLATE
+from kls.profiles.torch211.filter import verdicts
 from kls.profiles.torch211.ops import emit_instance_torch211
 from kls.profiles.torch211.runtime import (
     GEMM_RUNTIME_ARGS,
@@ -139,6 +141,9 @@ class Torch211(Profile):
                 instance.instantiation_level,
                 instance.torch_package,
             )
+
+    def op_verdicts(self, instance: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
+        return verdicts(instance, level)
 
     def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:
         if instance.kind != "cutlass_gemm":
