@@ -153,3 +153,21 @@ def test_upstream_constant_checks_clean_and_a_planted_error_lands_on_its_line(
     [error] = {(f.code, f.path, f.range.start.line) for f in found.findings if f.code == "KT302"}
     assert error[1] == str(copy.resolve())
     assert error[2] == planted[: planted.index("kernel.stride(X, 7)")].count("\n")
+
+
+def test_a_source_of_another_release_is_one_warning_naming_both(tmp_path: Path) -> None:
+    fake_checkout(tmp_path / "pytorch", "2.12.0a0")
+    (tmp_path / "kls.toml").write_text(
+        '[torch]\nsource = "pytorch"\n\n'
+        + "".join(
+            f'[instances.{n}]\nprofile = "torch-2.11"\ntemplate = "torch:_inductor/kernel/mm.py::X"\n'
+            'tensors.X = { shape = [4], dtype = "f32" }\n\n'
+            for n in ("a", "b")
+        )
+    )
+    loaded = load_instances(tmp_path / "kls.toml")
+    [warning] = [f for f in loaded.findings if f.code == "KT008"]
+    assert warning.severity == Severity.WARNING
+    assert "torch 2.12.0a0" in warning.message and "mirrors torch 2.11" in warning.message
+    assert warning.range.start.line == 4  # instance a's profile line
+    assert set(loaded.instances) == {"a", "b"}  # still rendered, as 2.11 would

@@ -50,7 +50,7 @@ from kls.template.source import (
     read_file_text,
 )
 from kls.tune.table import TuneSpaceError, parse_space
-from kls.upstream import Located, TorchSourceError, locate
+from kls.upstream import Located, TorchSourceError, locate, major_minor
 from kls.upstream.refs import TORCH_PREFIX, is_torch_ref
 
 CONFIG_NAMES = ("kls.toml", "pyproject.toml")
@@ -229,6 +229,7 @@ def load_instances(
     reader.trusted = trusted
     reader.read(data, result.instances)
     reader.note_skipped()
+    reader.note_version(result.instances)
     return result
 
 
@@ -315,6 +316,30 @@ class _Reader:
                 )
             else:
                 self.torch_value = value
+
+    def note_version(self, instances: dict[str, InstanceSpec]) -> None:
+        """One KT008 warning when the torch source is not a release the instances' profiles
+        mirror (kls then renders as the profile's release does)."""
+        from kls.profiles import profile  # the registry builds on this layer: asked, not imported
+
+        source = self.torch().source
+        found = major_minor(source.version) if source is not None else None
+        if source is None or found is None:
+            return
+        for spec in instances.values():
+            mirrored = profile(spec.profile).torch_versions
+            if spec.torch_package is None or not mirrored or found in mirrored:
+                continue
+            wanted = ", ".join(f"{a}.{b}" for a, b in mirrored)
+            message = (
+                f"the torch source is torch {source.version} ({source.origin}) but profile "
+                f"'{spec.profile}' mirrors torch {wanted}: kls renders as torch {wanted} does, "
+                "which may differ from what this torch renders; point kls at a matching torch "
+                "(KLS_TORCH_SOURCE, [torch] source) or use a profile for this release"
+            )
+            rng = self.locator.find(self.prefix + ("instances", spec.name, "profile"))
+            self.out.append(Finding("KT008", Severity.WARNING, rng, message, path=str(self.path)))
+            return
 
     def note_skipped(self) -> None:
         """One note for the instances that need a torch source when there is none."""
