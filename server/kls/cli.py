@@ -35,11 +35,25 @@ if TYPE_CHECKING:
     from kls.compile import CompileOptions, CompileResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = """\
+exit codes:
+  0    no errors (warnings and info notes do not count)
+  1    errors found, or the command's work failed (a render, a compile, a benchmark)
+  2    usage: a missing file, kls.toml or instance, or an instance to choose with -i
+  130  interrupted
+
+positions: text output is path:line:column, 1-based; JSON ranges are 0-based
+(line, column), as LSP and the pipeline count them."""
+TEMPLATE_HELP = (
+    "a template file (.cu.jinja, ...) or a Python file's constant written file.py::NAME, "
+    "as kls.toml names it"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
+    args.json = getattr(args, "format", "text") == "json"
     _apply_render_limits(args)
     if getattr(args, "torch_source", None):
         from kls.upstream import set_explicit
@@ -57,14 +71,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="kls", description="Editor tooling for Jinja CUDA kernel templates."
+        prog="kls",
+        description="Editor tooling for Jinja CUDA kernel templates.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kls {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     check = sub.add_parser("check", help="lint templates and every instance in kls.toml")
-    check.add_argument("paths", nargs="*", type=Path, default=[Path(".")])
-    check.add_argument("--format", choices=("text", "json"), default="text")
+    check.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        default=[Path(".")],
+        help="templates, folders (every template and kls.toml below) or kls.toml files "
+        "(default: .)",
+    )
     check.add_argument(
         "--compile",
         action="store_true",
@@ -88,13 +111,14 @@ def _parser() -> argparse.ArgumentParser:
         default=Path("."),
         help="a folder or kls.toml whose [torch] source to consider (default: .)",
     )
-    info.add_argument("--format", choices=("text", "json"), default="text")
     info.set_defaults(func=cmd_info)
 
     init = sub.add_parser(
         "init", help="write a kls.toml and a template that check, compile and benchmark"
     )
-    init.add_argument("folder", nargs="?", type=Path, default=Path("."))
+    init.add_argument(
+        "folder", nargs="?", type=Path, default=Path("."), help="where to write (default: .)"
+    )
     init.add_argument(
         "--gemm",
         action="store_true",
@@ -104,14 +128,23 @@ def _parser() -> argparse.ArgumentParser:
     init.set_defaults(func=cmd_init)
 
     instances = sub.add_parser("instances", help="list the instances declared for a template")
-    instances.add_argument("template", type=Path)
+    instances.add_argument(
+        "template",
+        type=Path,
+        nargs="?",
+        default=Path("."),
+        help=f"{TEMPLATE_HELP}; or a folder: every instance of the configs at and below it "
+        "(default: .)",
+    )
     instances.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     _add_extra_root(instances)
     instances.set_defaults(func=cmd_instances)
 
     render = sub.add_parser("render", help="print the CUDA of one instance")
-    render.add_argument("template", type=Path)
-    render.add_argument("--instance", "-i", required=True)
+    render.add_argument("template", type=Path, help=TEMPLATE_HELP)
+    render.add_argument(
+        "--instance", "-i", help="the instance (may be left out when the template has one)"
+    )
     render.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     render.add_argument(
         "--line-directives", action="store_true", help="emit #line directives for nvcc"
@@ -124,8 +157,10 @@ def _parser() -> argparse.ArgumentParser:
     render.set_defaults(func=cmd_render)
 
     compile_ = sub.add_parser("compile", help="compile one instance with nvcc")
-    compile_.add_argument("template", type=Path)
-    compile_.add_argument("--instance", "-i", required=True)
+    compile_.add_argument("template", type=Path, help=TEMPLATE_HELP)
+    compile_.add_argument(
+        "--instance", "-i", help="the instance (may be left out when the template has one)"
+    )
     compile_.add_argument(
         "--mode",
         choices=("check", "build", "quick"),
@@ -148,11 +183,10 @@ def _parser() -> argparse.ArgumentParser:
     compile_.set_defaults(func=cmd_compile)
 
     bench = sub.add_parser("bench", help="build, verify and time instances on the local GPU")
-    bench.add_argument("template", type=Path)
+    bench.add_argument("template", type=Path, help=TEMPLATE_HELP)
     bench.add_argument("--instance", "-i", action="append", help="repeat; default: all")
     bench.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     bench.add_argument("--nvcc", default="nvcc")
-    bench.add_argument("--json", action="store_true", help="machine-readable output")
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
     _add_extra_root(bench)
@@ -162,8 +196,10 @@ def _parser() -> argparse.ArgumentParser:
     tune = sub.add_parser(
         "tune", help="find the best CUTLASS op and variables for an instance (docs/TUNING.md)"
     )
-    tune.add_argument("template", type=Path)
-    tune.add_argument("--instance", "-i", required=True)
+    tune.add_argument("template", type=Path, help=TEMPLATE_HELP)
+    tune.add_argument(
+        "--instance", "-i", help="the instance (may be left out when the template has one)"
+    )
     tune.add_argument(
         "--limit",
         type=_bounded(int, 1, 100000),
@@ -173,7 +209,6 @@ def _parser() -> argparse.ArgumentParser:
     tune.add_argument("--build-only", action="store_true", help="stop after the builds (no GPU)")
     tune.add_argument("--executor", choices=("local", "ray"), default="local")
     tune.add_argument("--ray-address", metavar="ADDR", help="a Ray cluster (default: start one)")
-    tune.add_argument("--json", action="store_true", help="machine-readable output")
     tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
     tune.add_argument(
         "--resume",
@@ -192,8 +227,17 @@ def _parser() -> argparse.ArgumentParser:
     _add_render_limits(tune)
     tune.set_defaults(func=cmd_tune)
 
-    cache = sub.add_parser("cache", help="the compile cache")
-    cache.add_argument("action", choices=("info", "clear"))
+    cache = sub.add_parser(
+        "cache",
+        help="what kls keeps on disk: compile and preamble caches, CUTLASS op lists, unpacked "
+        "torch sources, CUDA headers, and the project's tune results and bench history",
+    )
+    cache.add_argument(
+        "action", choices=("info", "clear"), help="info: where and how large; clear: remove"
+    )
+    cache.add_argument(
+        "names", nargs="*", help="only these caches (as `kls cache info` names them; default: all)"
+    )
     cache.set_defaults(func=cmd_cache)
 
     rules = sub.add_parser("rules", help="list the rule catalogue")
@@ -207,7 +251,20 @@ def _parser() -> argparse.ArgumentParser:
     serve = sub.add_parser("serve", help="run the language server (stdio by default)")
     serve.add_argument("--tcp", metavar="HOST:PORT", help="listen on TCP instead of stdio")
     serve.set_defaults(func=cmd_serve)
-    for command in sub.choices.values():
+    docs = sub.add_parser(
+        "docs", help="print the template API reference (what a template may use, per profile)"
+    )
+    docs.add_argument(
+        "section",
+        nargs="?",
+        help="only the sections whose heading contains this (e.g. torch-2.11, kernel.size)",
+    )
+    docs.set_defaults(func=cmd_docs)
+    for name, command in sub.choices.items():
+        command.epilog = EXIT_CODES
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        if name != "serve":
+            _add_format(command)
         command.add_argument(
             "--torch-source",
             metavar="PATH",
@@ -216,6 +273,18 @@ def _parser() -> argparse.ArgumentParser:
             "the installed torch; `none` turns the search off)",
         )
     return parser
+
+
+def _add_format(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: machine-readable on stdout (ranges 0-based); default: text (1-based)",
+    )
+    command.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="--format json"
+    )
 
 
 def _add_extra_root(command: argparse.ArgumentParser) -> None:
@@ -344,7 +413,21 @@ def _compile_rendered(
     limit = default_limit()
     print(f"kls: compiling {len(specs)} instance(s), {limit} at a time ...", file=sys.stderr)
     options = CompileOptions(mode="check", nvcc=_absolute_if_path(args.nvcc))
-    results = compile_all(specs, options, limit)
+    done: list[CompileResult] = []
+    lock = threading.Lock()
+
+    def finished(result: CompileResult) -> None:  # from compile threads, as each ends
+        with lock:
+            done.append(result)
+            how = "cached" if result.cached else f"{result.seconds:.1f} s"
+            verdict = "ok" if result.ok else "failed"
+            print(
+                f"kls: [{len(done)}/{len(specs)}] {result.instance}: {verdict} ({how})",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    results = compile_all(specs, options, limit, on_done=finished)
     return {spec.name: r for spec, r in zip(specs, results)}
 
 
@@ -412,7 +495,8 @@ def cmd_init(args: argparse.Namespace) -> int:
     except (InitError, OSError) as exc:
         print(f"kls: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    print(next_steps(args.folder, kind))
+    steps = next_steps(args.folder, kind)
+    print(json.dumps({"folder": str(args.folder), "next_steps": steps}) if args.json else steps)
     return EXIT_OK
 
 
@@ -454,9 +538,19 @@ def _print_config_problems(instances: InstanceSet) -> None:
 
 
 def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> InstanceSpec | None:
-    spec = instances.instances.get(args.instance)
     readers = {i.name for i in instances.depends_on(args.template)}
     known = ", ".join(sorted(readers)) or "none"
+    if args.instance is None:  # -i may be left out when one instance reads the template
+        if len(readers) == 1:
+            args.instance = next(iter(readers))
+        else:
+            _print_config_problems(instances)
+            print(
+                f"kls: {args.template} has {len(readers)} instances: name one with -i ({known})",
+                file=sys.stderr,
+            )
+            return None
+    spec = instances.instances.get(args.instance)
     if spec is None:
         from kls.suggest import did_you_mean
 
@@ -482,16 +576,57 @@ def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> Instanc
 
 
 def cmd_instances(args: argparse.Namespace) -> int:
-    instances = _load_instances(args)
-    if instances is None:
-        return EXIT_USAGE
-    _print_config_problems(instances)
-    for spec in instances.depends_on(args.template):
+    if args.template.is_dir():  # every config at and below the folder, every instance
+        from kls.checks.run import is_template
+        from kls.checks.walk import project_files
+
+        above = find_config(args.template)
+        found = project_files(args.template, is_template).configs
+        paths = list(dict.fromkeys([*([above] if above else []), *found]))
+        if args.config:
+            paths = [args.config]
+        if not paths:
+            print(f"kls: no kls.toml at, above or below {args.template}", file=sys.stderr)
+            return EXIT_USAGE
+        sets = [load_instances(p, extra_roots=args.extra_roots) for p in paths]
+        listed = [(s, list(s.instances.values())) for s in sets]
+    else:
+        instances = _load_instances(args)
+        if instances is None:
+            return EXIT_USAGE
+        listed = [(instances, instances.depends_on(args.template))]
+    rows = []
+    for instance_set, specs in listed:
+        _print_config_problems(instance_set)
+        for spec in specs:
+            op = spec.op or (f"filter {list(spec.op_filter.contains)}" if spec.op_filter else "-")
+            rows.append((spec, op))
+    if args.json:
+        print(json.dumps([_instance_record(spec) for spec, _ in rows], indent=2))
+    for spec, op in rows if not args.json else []:
         tensors = ", ".join(f"{n}={t.describe() if t else 'None'}" for n, t in spec.tensors.items())
-        op = spec.op or (f"filter {list(spec.op_filter.contains)}" if spec.op_filter else "-")
         print(f"{spec.name}\tarch={spec.arch}\tkind={spec.kind}\top={op}\t{tensors}")
-    errors = [f for f in instances.findings if f.severity == Severity.ERROR]
+    errors = [f for s, _ in listed for f in s.findings if f.severity == Severity.ERROR]
     return EXIT_FINDINGS if errors else EXIT_OK
+
+
+def _instance_record(spec: InstanceSpec) -> dict[str, object]:
+    return {
+        "name": spec.name,
+        "config": str(spec.config_path),
+        "template": str(spec.template),
+        "profile": spec.profile,
+        "kind": spec.kind,
+        "arch": spec.arch,
+        "op": spec.op,
+        "op_filter": list(spec.op_filter.contains) if spec.op_filter else None,
+        "tensors": {
+            n: None
+            if t is None
+            else {"dtype": t.dtype.name, "shape": list(t.shape), "stride": list(t.stride)}
+            for n, t in spec.tensors.items()
+        },
+    }
 
 
 def cmd_render(args: argparse.Namespace) -> int:
@@ -501,6 +636,19 @@ def cmd_render(args: argparse.Namespace) -> int:
     result, findings = check_instance(spec, ModelCache())
     findings = findings_to_file(findings)  # templates in Python constants: the file's lines
     errors = [f for f in findings if f.severity == Severity.ERROR]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "instance": spec.name,
+                    "rendered": result.text is not None,
+                    "text": result.text,
+                    "findings": [f.to_json() for f in findings],
+                },
+                indent=2,
+            )
+        )
+        return EXIT_FINDINGS if errors or result.text is None else EXIT_OK
     for f in findings:
         print(f.format_line(), file=sys.stderr)
     if result.text is None or result.source_map is None:
@@ -541,7 +689,22 @@ def cmd_compile(args: argparse.Namespace) -> int:
         _quick_tier(spec, options)
     with Spinner(f"kls: {options.mode} {spec.name}") as spinner:
         result = compile_instance(spec, options, on_nvcc_start=spinner.start_nvcc)
-    for f in result.findings:
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "instance": spec.name,
+                    "mode": options.mode,
+                    "ok": result.ok,
+                    "cached": result.cached,
+                    "seconds": round(result.seconds, 3),
+                    "artifact": str(result.artifact) if result.artifact else None,
+                    "findings": [f.to_json() for f in result.findings],
+                },
+                indent=2,
+            )
+        )
+    for f in result.findings if not args.json else []:
         print(f.format_line())
     if args.log and result.log:
         print(result.log, file=sys.stderr)
@@ -620,6 +783,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if spec is None:
             return EXIT_USAGE
         specs.append(spec)
+    from kls.bench.probe import gpu_problem
+
+    problem = gpu_problem()
+    if problem is not None:  # nothing is built: its result could never be timed here
+        from kls.bench.report import BenchReport
+
+        failed = [BenchReport(s.name, ok=False, message=problem) for s in specs]
+        if args.json:
+            print(json.dumps([r.to_json() for r in failed], indent=2))
+        else:
+            for r in failed:
+                print(f"{r.instance:32} {r.headline()}")
+        return EXIT_FINDINGS
     options = BenchOptions(
         compile=CompileOptions(mode="build", nvcc=args.nvcc),
         baseline=not args.no_baseline,
@@ -651,18 +827,45 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    from kls.compile.cache import CompileCache
+    from kls.cache_dir import caches, clear_cache, usage
 
-    cache = CompileCache()
-    if args.action == "clear":
-        print(f"kls: removed {cache.clear()} compile cache entries from {cache.root}")
-    else:
-        count, size = cache.info()
-        print(f"{cache.root}\t{count} entries\t{size / 1e6:.1f} MB")
+    config = find_config(Path.cwd())
+    areas = caches(config.parent if config else None)
+    unknown = [n for n in args.names if n not in {a.name for a in areas}]
+    if unknown:
+        names = ", ".join(a.name for a in areas)
+        print(f"kls: no cache named {', '.join(unknown)}; one of {names}", file=sys.stderr)
+        return EXIT_USAGE
+    chosen = [a for a in areas if not args.names or a.name in args.names]
+    records = []
+    for area in chosen:
+        files, size = usage(area.path)
+        if args.action == "clear":
+            clear_cache(area.path)
+        records.append(
+            {"name": area.name, "path": str(area.path), "what": area.what}
+            | {"files": files, "bytes": size}
+        )
+    if args.json:
+        print(json.dumps({"action": args.action, "caches": records}, indent=2))
+        return EXIT_OK
+    for r in records:
+        size_mb = f"{int(r['bytes']) / 1e6:.1f} MB"
+        if args.action == "clear":
+            print(f"kls: removed {r['name']}: {r['files']} file(s), {size_mb} from {r['path']}")
+        else:
+            print(f"{r['name']:16}{r['files']:>8} files {size_mb:>10}  {r['path']}  ({r['what']})")
     return EXIT_OK
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
+    if args.json and not args.profile:
+        rules = [
+            {"code": r.code, "severity": r.severity.label, "name": r.name, "summary": r.summary}
+            for r in RULES.values()
+        ]
+        print(json.dumps(rules, indent=2))
+        return EXIT_OK
     for rule in RULES.values():
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
     if args.profile:
@@ -687,6 +890,22 @@ def cmd_rules(args: argparse.Namespace) -> int:
             names = ", ".join(sorted(facts.context_names(kind) | buffers))
             print(f"context\t{kind}\t{names}")
             print(f"reserved\t{kind}\t{', '.join(sorted(facts.reserved_c_names(kind)))}")
+    return EXIT_OK
+
+
+def cmd_docs(args: argparse.Namespace) -> int:
+    from kls.docs import generate, sections
+
+    text = generate()
+    if args.section:
+        text = sections(text, args.section)
+        if not text:
+            print(f"kls: no section of the template API mentions '{args.section}'", file=sys.stderr)
+            return EXIT_USAGE
+    if args.json:
+        print(json.dumps({"section": args.section, "markdown": text}, indent=2))
+    else:
+        sys.stdout.write(text)
     return EXIT_OK
 
 

@@ -22,7 +22,7 @@ from kls.checks.signatures import (
 )
 from kls.dtypes import dtype_choices
 from kls.instances.schema import REFERENCES
-from kls.profiles import PROFILES
+from kls.profiles import PROFILES, Profile
 
 TARGET = Path("docs/TEMPLATE_API.md")
 GEMM_BUFFER = 'a buffer every GEMM context has (None when the instance gives "none")'
@@ -104,6 +104,43 @@ def _helper(sig: HelperSig) -> str:
     return "\n".join(out)
 
 
+def _owner(facts: Profile, name: str) -> str | None:
+    """`kernel` or `template` when the profile offers `name` as their attribute."""
+    return next((o for o in ("kernel", "template") if name in facts.api(o)), None)
+
+
+def sections(text: str, needle: str) -> str:
+    """The sections of markdown `text` whose heading or body mentions `needle` (case
+    ignored), each with its subsections; the heading match wins when there is one."""
+    lines = text.split("\n")
+    heads = [(i, len(line) - len(line.lstrip("#"))) for i, line in enumerate(lines)]
+    heads = [(i, d) for i, d in heads if d > 0 and lines[i][d : d + 1] == " "]
+    spans = []
+    for k, (start, depth) in enumerate(heads):
+        end = next((i for i, d in heads[k + 1 :] if d <= depth), len(lines))
+        spans.append((start, end))
+    want = needle.lower()
+    titled = [(a, b) for a, b in spans if want in lines[a].lower()]
+    chosen = titled or [
+        (a, b) for a, b in spans if b - a > 1 and want in "\n".join(lines[a:b]).lower()
+    ]
+    # No section twice: drop those inside another chosen one.
+    outer = [
+        (a, b)
+        for a, b in chosen
+        if not any(x <= a and b <= y and (x, y) != (a, b) for x, y in chosen)
+    ]
+    if not outer:
+        return ""
+    out = []
+    for a, b in outer:
+        # Where it lies: the level-2 heading above (e.g. which profile), when not itself.
+        above = [i for i, d in heads if d <= 2 and i < a]
+        context = [lines[above[-1]], ""] if above and dict(heads)[a] > 2 else []
+        out.append("\n".join([*context, *lines[a:b]]).rstrip() + "\n")
+    return "\n".join(out)
+
+
 def generate() -> str:
     profiles = "\n".join(f"- `{p.name}`: mirrors {p.mirrors}." for p in PROFILES.values())
     tensors = "\n".join(
@@ -130,6 +167,14 @@ def generate() -> str:
                 "None) and every `vars` entry:\n"
             )
             parts += [f"- `{n}`: {CONTEXT_DOCS.get(n, GEMM_BUFFER)}" for n in names]
+            other = "cutlass_gemm" if kind == "cuda" else "cuda"
+            missing = sorted(p.context_names(other) - set(names))
+            if missing:
+                said = ", ".join(
+                    f"`{n}`" + (f" (write `{o}.{n}`)" if (o := _owner(p, n)) else "")
+                    for n in missing
+                )
+                parts.append(f"\nNot in kind `{kind}` (kind `{other}` has them): {said}.\n")
             reserved = ", ".join(f"`{n}`" for n in sorted(p.reserved_c_names(kind)))
             parts.append(f"\nReserved C names (no buffer may take them, KT208): {reserved}.\n")
     parts.append(

@@ -46,6 +46,11 @@ class BenchReport:
         "10 s; median reported"
     )
 
+    def __post_init__(self) -> None:
+        # A run that failed or never happened verified nothing.
+        if not self.ok:
+            self.verified = False
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

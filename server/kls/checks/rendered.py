@@ -93,6 +93,14 @@ def _undefined(
     on_line = [u for u in uses if u.start.line == site.line] or uses
     if on_line:
         rng = on_line[0]
+    facts = profile(result.instance.profile)
+    owner = next((o for o in ("kernel", "template") if name in facts.api(o)), None)
+    if owner is not None:  # e.g. {{kernel_name}} in a torch-2.11 GEMM, as in Inductor
+        return rng, (
+            f"'{name}' is undefined for instance '{result.instance.name}' (a "
+            f"{result.instance.kind} template of profile {facts.name} has no bare '{name}'); "
+            f"write {owner}.{name}"
+        )
     return rng, (
         f"'{name}' is undefined for instance '{result.instance.name}'{hint}; "
         "declare it under vars/tensors in kls.toml or fix the name"

@@ -174,6 +174,19 @@ def find_config(start: Path) -> Path | None:
     return None
 
 
+def _colon_hint(key: str, value: str) -> str:
+    """A reference is `file.py:function` (one colon), a template constant `file.py::NAME`
+    (two): say so when `value` has the other's count."""
+    file, _, name = value.partition(":")
+    if not file.endswith(".py"):
+        return ""
+    if key == "reference" and name.startswith(":") and name[1:].isidentifier():
+        return f'; a reference takes one colon: "{file}:{name[1:]}" (a template two)'
+    if key != "reference" and name.isidentifier():
+        return f'; a template constant takes two colons: "{file}::{name}" (a reference one)'
+    return ""
+
+
 def is_config(path: Path) -> bool:
     """A kls.toml, or a pyproject.toml with a [tool.kls] table."""
     return path.name == "kls.toml" or (path.name == "pyproject.toml" and _has_tool_kls(path))
@@ -514,7 +527,7 @@ class _Reader:
         resolved = candidate.resolve()
         if not resolved.is_file():
             what = "template file" if key == "template" else key
-            self.error(keys, "KT004", f"{what} not found: {ref.file}")
+            self.error(keys, "KT004", f"{what} not found: {ref.file}{_colon_hint(key, value)}")
             return None
         if ref.constant is None:
             return resolved
@@ -659,7 +672,8 @@ class _Reader:
                     "KT002",
                     f"'reference' is '{value}'{hint}; expected one of {', '.join(REFERENCES)}, "
                     'or your own function as "file.py:function" (kls.toml relative; it takes the '
-                    "inputs as NumPy arrays and returns the outputs: docs/TEMPLATE_API.md)",
+                    "inputs as NumPy arrays and returns the outputs: `kls docs reference`)"
+                    + _colon_hint("reference", value),
                 )
             return None
         if quiet:
