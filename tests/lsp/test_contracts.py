@@ -13,7 +13,7 @@ from typing import Any, Literal, NotRequired, get_args, get_origin, get_type_hin
 import pytest
 
 from kls.lsp import protocol
-from kls.lsp.settings import CLIENT_KEYS, Settings
+from kls.lsp.settings import CLIENT_KEYS, EXTENSION_KEYS, Settings
 from kls.sandbox.workers import EDITOR_MEMORY_MB_RANGE, EDITOR_SECONDS_RANGE
 from tests.conftest import ROOT
 
@@ -120,11 +120,11 @@ def test_vocabularies_are_the_pipelines() -> None:
 
 def test_settings_match_package_json_and_the_extension() -> None:
     fields = {f.name: f for f in dataclasses.fields(Settings)}
-    assert set(CLIENT_KEYS) == set(fields)
+    assert set(CLIENT_KEYS) | set(EXTENSION_KEYS) == set(fields)
     properties = PACKAGE["contributes"]["configuration"]["properties"]
     server_keys = {key.removeprefix("kls.") for key in properties} - CLIENT_ONLY
     assert server_keys == set(CLIENT_KEYS.values())
-    assert set(ts_interface(TS_SERVER, "KlsSettings")) == server_keys
+    assert set(ts_interface(TS_SERVER, "KlsSettings")) == server_keys | set(EXTENSION_KEYS.values())
     listed = re.search(r"SERVER_KEYS[^=]*= \[(.*?)\];", TS_SERVER, re.DOTALL)
     assert listed and set(re.findall(r'"(\w+)"', listed.group(1))) == server_keys
     defaults = Settings()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from lsprotocol import types as lsp
 
 from kls.lsp.settings import Settings
@@ -135,3 +136,47 @@ def test_an_editor_cannot_lift_the_render_bounds() -> None:
         ["check", "--render-timeout", "300", "--render-memory", "16384", "."]
     )
     assert (args.render_timeout, args.render_memory) == (300.0, 16384)
+
+
+def _torch_project(root: Path) -> Path:
+    """A project whose kls.toml points [torch] source at a checkout-shaped folder in it."""
+    package = root / "pytorch" / "torch" / "_inductor" / "kernel"
+    package.mkdir(parents=True)
+    (package / "mm.py").write_text("T = 'int x;'\n")
+    (root / "pytorch" / "version.txt").write_text("2.11.0\n")
+    (root / "k.cu.jinja").write_text("int y;\n")
+    config = root / "kls.toml"
+    config.write_text(
+        '[torch]\nsource = "pytorch"\n\n[instances.up]\nprofile = "torch-2.11"\n'
+        'template = "torch:_inductor/kernel/mm.py::T"\ntensors.X = { shape = [4], dtype = "f32" }\n'
+    )
+    return config
+
+
+async def _wait_config(harness: Harness, config: Path, want: bool) -> None:
+    for _ in range(200):
+        loaded = harness.server.configs.get(config)
+        if loaded is not None and ("up" in loaded.instances) == want:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"config never had 'up' {'loaded' if want else 'skipped'}")
+
+
+async def test_an_untrusted_workspace_ignores_the_configs_torch_source(
+    lsp_harness: Harness, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kls.upstream.locate import forget
+
+    monkeypatch.delenv("KLS_TORCH_SOURCE", raising=False)  # the key must decide
+    forget()
+    config = _torch_project(tmp_path)
+    lsp_harness.configure(workspaceTrusted=False)
+    await asyncio.sleep(0.05)
+    lsp_harness.open((tmp_path / "k.cu.jinja").as_uri(), "int y;\n")
+    await _wait_config(lsp_harness, config, want=False)
+    # the editor's own setting (a person's choice) is read, and trust brings the key back
+    lsp_harness.configure(workspaceTrusted=True)
+    await _wait_config(lsp_harness, config, want=True)
+    lsp_harness.configure(torchSource=str(tmp_path / "pytorch"), workspaceTrusted=False)
+    await _wait_config(lsp_harness, config, want=True)
+    lsp_harness.configure()

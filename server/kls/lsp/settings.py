@@ -25,7 +25,10 @@ CLIENT_KEYS = {
     "extra_roots": "extraRoots",
     "render_timeout_s": "renderTimeout",
     "render_memory_mb": "renderMemoryMB",
+    "torch_source": "torchSource",
 }
+# What the extension adds that is no user setting: whether VS Code trusts the workspace.
+EXTENSION_KEYS = {"workspace_trusted": "workspaceTrusted"}
 
 
 @dataclass
@@ -42,6 +45,10 @@ class Settings:
     render_timeout_s: float = DEFAULT_SECONDS
     render_memory_mb: int = DEFAULT_MEMORY_MB
     clang_path: str | None = None  # the quick tier's clang; None: clang++-19, clang++ on PATH
+    # Where Inductor's files are read from (kls.upstream), before KLS_TORCH_SOURCE.
+    torch_source: str | None = None
+    # False in a workspace the editor does not trust: kls.toml's [torch] source is ignored.
+    workspace_trusted: bool = True
 
     @staticmethod
     def from_client(raw: Any) -> Settings:
@@ -54,6 +61,7 @@ class Settings:
             return value if isinstance(value, str) and value else None
 
         compile_on_save = raw.get("compileOnSave", True)
+        trusted = raw.get("workspaceTrusted", True)
         return Settings(
             instances_file=text("instancesFile"),
             active_instance=text("activeInstance"),
@@ -68,6 +76,8 @@ class Settings:
             render_memory_mb=int(
                 _number(raw.get("renderMemoryMB"), EDITOR_MEMORY_MB_RANGE) or DEFAULT_MEMORY_MB
             ),
+            torch_source=text("torchSource"),
+            workspace_trusted=trusted if isinstance(trusted, bool) else False,
         )
 
     def worker_limits(self) -> WorkerLimits:

@@ -27,6 +27,8 @@ from kls.checks.run import CheckResult, template_size_problem
 from kls.compile import CompileOptions
 from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
+from kls.upstream.locate import forget as forget_torch_source
+from kls.upstream.locate import set_explicit
 from kls.lsp.convert import to_diagnostic
 from kls.lsp.jobs import Jobs
 from kls.lsp.offload import off_loop
@@ -257,7 +259,12 @@ class KlsServer(LanguageServer):
         if config is None:
             return None
         if config not in self.configs:
-            loaded = await off_loop(load_instances, config, extra_roots=self.settings.extra_roots)
+            loaded = await off_loop(
+                load_instances,
+                config,
+                extra_roots=self.settings.extra_roots,
+                trusted=self.settings.workspace_trusted,
+            )
             if config in self.configs:  # another task read it meanwhile
                 return self.configs[config]
             self.configs[config] = _Readers(loaded)
@@ -333,10 +340,10 @@ class KlsServer(LanguageServer):
 
     def apply_settings(self, settings: Settings) -> bool:
         """Use the client's `settings` from now on; True when they are the first to arrive."""
-        if (settings.instances_file, settings.extra_roots) != (
-            self.settings.instances_file,
-            self.settings.extra_roots,
-        ):
+        read_with = ("instances_file", "extra_roots", "torch_source", "workspace_trusted")
+        if any(getattr(settings, k) != getattr(self.settings, k) for k in read_with):
+            set_explicit(settings.torch_source)
+            forget_torch_source()
             self.forget_configs()  # configs are read with these: read them again
         self.settings = settings
         configure_render_workers(settings.worker_limits())

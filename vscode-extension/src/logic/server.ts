@@ -20,6 +20,9 @@ export interface KlsSettings {
   extraRoots?: string[];
   renderTimeout?: number;
   renderMemoryMB?: number;
+  torchSource?: string;
+  /** Not a user setting: whether VS Code trusts the workspace (the server then reads kls.toml's [torch] source). */
+  workspaceTrusted?: boolean;
 }
 
 const SERVER_KEYS: (keyof KlsSettings)[] = [
@@ -33,6 +36,7 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
   "extraRoots",
   "renderTimeout",
   "renderMemoryMB",
+  "torchSource",
 ];
 
 /** The render sandbox's defaults (kls.sandbox.workers): an untrusted workspace cannot raise them. */
@@ -60,6 +64,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
     delete out.cutlassInclude;
     delete out.extraRoots;
     delete out.instancesFile; // a kls.toml anywhere would make its folder the project root
+    delete out.torchSource; // the workspace may not point kls at other files to read
     if (!atMost(out.renderTimeout, DEFAULT_RENDER_TIMEOUT_S)) {
       delete out.renderTimeout;
     }
@@ -67,6 +72,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
       delete out.renderMemoryMB;
     }
   }
+  out.workspaceTrusted = trusted;
   return out as KlsSettings;
 }
 

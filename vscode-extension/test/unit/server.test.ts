@@ -21,6 +21,7 @@ describe("server command line and settings", () => {
       activeInstance: "sm90_bf16_4096",
       nvccPath: "/usr/local/cuda/bin/nvcc",
       compileOnSave: true,
+      workspaceTrusted: true,
     });
   });
   it("turns off compiling and custom tools in an untrusted workspace", () => {
@@ -30,9 +31,14 @@ describe("server command line and settings", () => {
       cutlassInclude: "./x",
       extraRoots: ["/etc"],
       instancesFile: "/elsewhere/kls.toml",
+      torchSource: "/elsewhere/torch",
       renderTimeout: 2,
     };
-    assert.deepEqual(effectiveSettings(raw, false), { compileOnSave: false, renderTimeout: 2 });
+    assert.deepEqual(effectiveSettings(raw, false), {
+      compileOnSave: false,
+      renderTimeout: 2,
+      workspaceTrusted: false,
+    });
     assert.ok(TRUST_REQUIRED.has("kls.compile") && TRUST_REQUIRED.has("kls.benchmark"));
     assert.ok(TRUST_REQUIRED.has("kls.tune")); // builds every candidate with nvcc, times on the GPU
     assert.ok(!TRUST_REQUIRED.has("kls.preview"));
@@ -42,14 +48,14 @@ describe("server command line and settings", () => {
   it("never lets an untrusted workspace raise the render's time or memory", () => {
     // The values: with them a template ran to 6 GB (794 MB and KT104 with defaults).
     const raised = { renderTimeout: 300, renderMemoryMB: 16384 };
-    assert.deepEqual(effectiveSettings(raised, false), { compileOnSave: false });
+    assert.deepEqual(effectiveSettings(raised, false), { compileOnSave: false, workspaceTrusted: false });
     const justAbove = { renderTimeout: 5.5, renderMemoryMB: 1025 };
-    assert.deepEqual(effectiveSettings(justAbove, false), { compileOnSave: false });
+    assert.deepEqual(effectiveSettings(justAbove, false), { compileOnSave: false, workspaceTrusted: false });
     const wrongType = { renderTimeout: "300", renderMemoryMB: Number.POSITIVE_INFINITY };
-    assert.deepEqual(effectiveSettings(wrongType, false), { compileOnSave: false });
+    assert.deepEqual(effectiveSettings(wrongType, false), { compileOnSave: false, workspaceTrusted: false });
     const lowered = { renderTimeout: 1, renderMemoryMB: 512 };
-    assert.deepEqual(effectiveSettings(lowered, false), { ...lowered, compileOnSave: false });
+    assert.deepEqual(effectiveSettings(lowered, false), { ...lowered, compileOnSave: false, workspaceTrusted: false });
     // A trusted workspace passes them on (the server bounds them: 10 s, 2048 MB).
-    assert.deepEqual(effectiveSettings(raised, true), raised);
+    assert.deepEqual(effectiveSettings(raised, true), { ...raised, workspaceTrusted: true });
   });
 });
