@@ -227,3 +227,26 @@ def test_shipped_templates_render_under_the_allowlist() -> None:
     for spec in shipped_instances():
         result = render(spec)
         assert result.ok, (spec.name, [f.message for f in result.findings])
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        '"%s"|format(kernel)',
+        "kernel|pprint",
+        "kernel.def_kernel|string",
+        "template|string",
+        "X|pprint",
+    ],
+)
+def test_template_facing_objects_print_what_they_are(ws: Workspace, expression: str) -> None:
+    """No class path, module or heap address reaches the rendered text."""
+    for profile in ("inductor-2023", "torch-2.11"):
+        ws.write("r.cu.jinja", f"// {{{{ {expression} }}}}\n")
+        spec = ws.config(
+            f'[instances.r]\ntemplate = "r.cu.jinja"\nprofile = "{profile}"\n'
+            'tensors.X = { shape = [4], dtype = "f32" }\n'
+        ).instances["r"]
+        text = render(spec).text or ""
+        assert text.startswith("// "), (profile, text)
+        assert "0x" not in text and "kls." not in text and "object at" not in text, (profile, text)

@@ -107,6 +107,10 @@ class Kernel:
         }
     )
 
+    def __repr__(self) -> str:
+        """What `{{ kernel }}` or `|pprint` shows: what it is, nothing of kls's insides."""
+        return f"<kernel {self.kernel_name}: def_kernel and the buffer helpers>"
+
     def __init__(
         self, name: str, recorder: Recorder, reserved: frozenset[str] = RESERVED_C_NAMES
     ) -> None:

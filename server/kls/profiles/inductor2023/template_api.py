@@ -29,7 +29,7 @@ class IndentedBuffer:
         return self._text
 
     def __str__(self) -> str:  # what Jinja prints when `.getvalue()` is forgotten
-        return f"<IndentedBuffer object at {id(self):#x}>"
+        return "<IndentedBuffer: call .getvalue() for its text>"
 
 
 class TemplateAPI:
@@ -45,6 +45,9 @@ class TemplateAPI:
         self.kernel = kernel
         self.output_node = output
 
+    def __repr__(self) -> str:
+        return "<template: CUDA template helpers (inductor-2023)>"
+
     def header(self) -> IndentedBuffer:
         self.recorder.call("template", "header")
         return IndentedBuffer("".join(self.headers))
@@ -58,6 +61,9 @@ SubRender = Callable[[str, dict[str, Any]], str]
 
 
 class GemmTemplateAPI(TemplateAPI):
+    def __repr__(self) -> str:
+        return "<template: CUTLASS GEMM helpers (inductor-2023)>"
+
     """The `template` object of a CUTLASS GEMM template (CUTLASSGemmTemplate)."""
 
     TEMPLATE_API: ClassVar[frozenset[str]] = TemplateAPI.TEMPLATE_API | {

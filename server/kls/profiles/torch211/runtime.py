@@ -99,7 +99,7 @@ class IndentedBuffer:
         return "".join(f"{line}\n" for line in self._lines)
 
     def __str__(self) -> str:  # what Jinja prints when `.getvalue()` is forgotten
-        return f"<torch._inductor.utils.IndentedBuffer object at {id(self):#x}>"
+        return "<IndentedBuffer: call .getvalue() for its text>"
 
 
 def splice_text(text: str) -> str:
