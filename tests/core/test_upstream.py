@@ -160,7 +160,8 @@ def test_a_source_of_another_release_is_one_warning_naming_both(tmp_path: Path) 
     (tmp_path / "kls.toml").write_text(
         '[torch]\nsource = "pytorch"\n\n'
         + "".join(
-            f'[instances.{n}]\nprofile = "torch-2.11"\ntemplate = "torch:_inductor/kernel/mm.py::X"\n'
+            f'[instances.{n}]\nprofile = "torch-2.11"\n'
+            'template = "torch:_inductor/kernel/mm.py::X"\n'
             'tensors.X = { shape = [4], dtype = "f32" }\n\n'
             for n in ("a", "b")
         )

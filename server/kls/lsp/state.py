@@ -27,8 +27,6 @@ from kls.checks.run import CheckResult, template_size_problem
 from kls.compile import CompileOptions
 from kls.findings import Finding
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
-from kls.upstream.locate import forget as forget_torch_source
-from kls.upstream.locate import set_explicit
 from kls.lsp.convert import to_diagnostic
 from kls.lsp.jobs import Jobs
 from kls.lsp.offload import off_loop
@@ -39,6 +37,8 @@ from kls.render import RenderResult
 from kls.sandbox.workers import configure as configure_render_workers
 from kls.sandbox.workers import render_isolated
 from kls.template.model import TemplateModel, parse_template
+from kls.upstream.locate import forget as forget_torch_source
+from kls.upstream.locate import set_explicit
 
 log = logging.getLogger(__name__)
 PREVIEW_SCHEME = "kls-preview"
