@@ -401,9 +401,9 @@ def _configs_read(configs: list[Path]) -> str:
 def _compile_rendered(
     renders: dict[str, RenderResult], args: argparse.Namespace
 ) -> dict[str, CompileResult]:
-    """nvcc's check mode on every instance that rendered, in parallel (kls.checks.compiled)."""
-    from kls.checks.compiled import compile_all
+    """nvcc's check mode on every instance that rendered, in parallel (kls.compile.batch)."""
     from kls.compile import CompileOptions
+    from kls.compile.batch import compile_all
     from kls.compile.parallel import default_limit
 
     specs = [r.instance for _, r in sorted(renders.items()) if r.ok]
@@ -476,7 +476,7 @@ def _instance_example(paths: list[Path]) -> str:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from kls.upstream.report import info_lines, info_record
+    from kls.info import info_lines, info_record
 
     config = args.path if args.path.suffix == ".toml" else find_config(args.path)
     if args.format == "json":

@@ -30,8 +30,8 @@ from kls.instances.schema import InstanceSpec
 from kls.profiles import ConfigProblem, profile
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import CParam, Kernel
+from kls.runtime.policy import AllowlistSandbox, SandboxLimit
 from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
-from kls.sandbox.policy import AllowlistSandbox, SandboxLimit
 from kls.sourcemap import (
     Origin,
     OutputRecorder,

@@ -259,8 +259,8 @@ def test_compile_all_runs_in_parallel_within_the_limit(monkeypatch: pytest.Monke
     import threading
     import time
 
-    from kls.checks import compiled
     from kls.compile import CompileResult
+    from kls.compile import batch as compiled
 
     running, peak, lock = [0], [0], threading.Lock()
 

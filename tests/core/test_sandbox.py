@@ -21,7 +21,7 @@ import pytest
 from kls.instances import InstanceSpec, load_instances
 from kls.render import Limits, RenderResult, _context, _Renderer, render
 from kls.runtime.buffers import Buffer
-from kls.sandbox.policy import JINJA_VALUES, PLAIN_VALUES, AllowlistSandbox, template_api
+from kls.runtime.policy import JINJA_VALUES, PLAIN_VALUES, AllowlistSandbox, template_api
 from tests.conftest import TEMPLATES, Workspace
 
 ESCAPE = (

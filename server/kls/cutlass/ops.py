@@ -83,16 +83,6 @@ _SM90_REAL_GEMMS = (
 )
 
 
-def level_problem(level: str) -> str | None:
-    """Why `level` is not an instantiation level cutlass_library takes, or None."""
-    if level.isascii() and level.isdigit() and len(level) <= 4:
-        return None
-    return (
-        f"cutlass_instantiation_level is '{level}'; it takes up to four digits, as Inductor's "
-        'cuda.cutlass_instantiation_level: "0" (the default), "1111", "2222", ... "9999"'
-    )
-
-
 def families_for_arch(arch: str) -> tuple[str, ...]:
     sm = int("".join(ch for ch in arch if ch.isdigit()) or 0)
     return ("sm90", "sm80") if sm >= 90 else ("sm80",)

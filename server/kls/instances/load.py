@@ -20,7 +20,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kls.arch import arch_problem
-from kls.cutlass.ops import level_problem
 from kls.dtypes import dtype_choices, lookup_dtype, suggest_dtype
 from kls.findings import Finding, Severity
 from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
@@ -38,6 +37,7 @@ from kls.instances.schema import (
     column_major_strides,
     contiguous_strides,
 )
+from kls.instances.tune_table import TuneSpaceError, level_problem, parse_space
 from kls.positions import Position, Range
 from kls.suggest import did_you_mean
 from kls.template.pysource import python_constants
@@ -49,7 +49,6 @@ from kls.template.source import (
     is_python_file,
     read_file_text,
 )
-from kls.tune.table import TuneSpaceError, parse_space
 from kls.upstream import Located, TorchSourceError, locate, major_minor
 from kls.upstream.refs import TORCH_PREFIX, is_torch_ref
 

@@ -1,5 +1,6 @@
-"""The tune space of an instance: its `[instances.NAME.tune]` table (kls.tune.table) read
-from its config, and the variables its profile passes at run time."""
+"""The tune space of an instance: its `[instances.NAME.tune]` table (parsed by
+kls.instances.tune_table) read from its config, and the variables its profile passes at run
+time."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kls.instances import InstanceSpec
+from kls.instances.tune_table import TuneSpace, TuneSpaceError, parse_space
 from kls.profiles import profile
-from kls.tune.table import TuneSpace, TuneSpaceError, parse_space
 
 __all__ = [
     "TuneSpace",

@@ -1,5 +1,6 @@
 """The tune table an instance declares in kls.toml, `[instances.NAME.tune]`, parsed and
-checked (by `kls tune`, and by the config loader so a mistake is a finding at its line).
+checked (by the config loader, so a mistake is a finding at its line, and by `kls tune`).
+It lives with the instances because kls.toml is theirs; `kls tune` reads it from here.
 
     [instances.torch211_sm90_bf16_4096.tune]
     swizzle = [1, 2, 4, 8]                     # any template variable: the values to try
@@ -20,10 +21,18 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from kls.cutlass.ops import level_problem
-
 RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level")
 FILTER_KEYS = ("contains", "exclude")
+
+
+def level_problem(level: str) -> str | None:
+    """Why `level` is not an instantiation level cutlass_library takes, or None."""
+    if level.isascii() and level.isdigit() and len(level) <= 4:
+        return None
+    return (
+        f"cutlass_instantiation_level is '{level}'; it takes up to four digits, as Inductor's "
+        'cuda.cutlass_instantiation_level: "0" (the default), "1111", "2222", ... "9999"'
+    )
 
 
 class TuneSpaceError(Exception):
