@@ -109,6 +109,13 @@ RULES: dict[str, Rule] = {
         Rule(
             "KT306", "not-row-or-column", _E, "row_or_column_stride on a tensor with no unit stride"
         ),
+        Rule(
+            "KT307",
+            "buffer-role",
+            _E,
+            "a helper that takes buffers by role (render_gemm_arguments' X, W, Bias, Y) got "
+            "another buffer in a role's place",
+        ),
         Rule("KT401", "no-exported-entry", _E, 'no PT_EXPORT function inside extern "C"'),
         Rule(
             "KT402", "workspace-query-order", _E, "null check or launch before the workspace query"

@@ -40,7 +40,7 @@ class Inductor2023(Profile):
             "beta": instance.beta,
         }
         if instance.kind == "cutlass_gemm":
-            ctx.update(_gemm_context(session, instance, output, result))
+            ctx.update(_gemm_context(session, instance, output, result, buffers))
         else:
             ctx["template"] = TemplateAPI(session.recorder, session.kernel, output)
         return ctx
@@ -58,7 +58,11 @@ class Inductor2023(Profile):
 
 
 def _gemm_context(
-    r: RenderSession, instance: InstanceSpec, output: Buffer | None, result: Any
+    r: RenderSession,
+    instance: InstanceSpec,
+    output: Buffer | None,
+    result: Any,
+    buffers: dict[str, Buffer | None],
 ) -> dict[str, Any]:
     """CUTLASSGemmTemplate.render's options of 2023: the op's instance (A/B layouts must be
     the tensors'), the sub-templates, and the `template` helpers."""
@@ -82,6 +86,7 @@ def _gemm_context(
     result.op = op
     argument_text, epilogue_text = sub_templates(r, instance)
     api = GemmTemplateAPI(r.recorder, r.kernel, output, instance.alpha, instance.beta, r.render_sub)
+    api.roles = {n: buffers.get(n) for n in ("X", "W", "Bias", "Y")}
     return {
         "template": api,
         "instance_definition": op.definition,

@@ -15,6 +15,7 @@ from kls.runtime.cuda_text import (
 )
 from kls.runtime.kernel import Kernel
 from kls.runtime.record import Recorder
+from kls.runtime.roles import check_roles
 
 
 class IndentedBuffer:
@@ -89,6 +90,7 @@ class GemmTemplateAPI(TemplateAPI):
         self.alpha = alpha
         self.beta = beta
         self._render_sub = render_sub
+        self.roles: dict[str, Buffer | None] = {}  # the instance's buffer of each role
 
     def cute_int(self, int_str: str, var_name: str) -> str:
         rec = self.recorder.call("template", "cute_int", int_str, var_name)
@@ -123,7 +125,9 @@ class GemmTemplateAPI(TemplateAPI):
         epilogue_args: str | None = None,
     ) -> str:
         """Render the epilogue sub-template, then the argument sub-template around it."""
-        self.recorder.call("template", "render_gemm_arguments")
+        rec = self.recorder.call("template", "render_gemm_arguments")
+        passed = [("X", 3, X), ("W", 4, W), ("Bias", 5, Bias), ("Y", 6, Y)]
+        check_roles(self.recorder, rec, "render_gemm_arguments", passed, self.roles)
         options: dict[str, Any] = dict(
             alpha=self.alpha,
             beta=self.beta,

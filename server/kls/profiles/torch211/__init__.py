@@ -88,6 +88,7 @@ class Torch211(Profile):
         result.op = op
         for n in GEMM_BUFFERS:
             ctx.setdefault(n, None)
+        api.roles = {n: buffers.get(n) for n in (*GEMM_BUFFERS, "Meta")}
         extra = [] if op.is_3x else ["Meta"]
         if extra:
             ctx.setdefault("Meta", None)

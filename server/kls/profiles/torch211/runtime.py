@@ -29,6 +29,7 @@ from kls.runtime.cuda_text import (
 )
 from kls.runtime.kernel import EXTRA_CPP_ARGS, Kernel, _normalize
 from kls.runtime.record import CallRecord, Recorder
+from kls.runtime.roles import check_roles
 from kls.upstream.blocks import UpstreamTextError, method_splices
 
 # cpp_utils.DTYPE_TO_CPP (what kernel.dtype prints), by kls dtype name.
@@ -657,6 +658,7 @@ class Torch211GemmTemplate(Torch211Template):
     ) -> None:
         super().__init__(recorder, kernel, output, text)
         self._render_sub = render_sub
+        self.roles: dict[str, Buffer | None] = {}  # the instance's buffer of each role
 
     def __repr__(self) -> str:
         return "<template: torch-2.11 CUTLASSGemmTemplate helpers>"
@@ -739,6 +741,8 @@ class Torch211Gemm3xTemplate(Torch211GemmTemplate):
         argument sub-template with `epilogue_arguments`; X/W (and M/N) exchanged and every
         buffer's last two strides transposed when `should_swap_xw`."""
         rec = self.recorder.call("template", "render_gemm_arguments")
+        passed = [("X", 3, X), ("W", 4, W), ("Bias", 5, Bias), ("Y", 6, Y)]
+        check_roles(self.recorder, rec, "render_gemm_arguments", passed, self.roles)
         if epilogue_template is None:
             raise self.recorder.abort(
                 "KT301",
@@ -810,7 +814,9 @@ class Torch211Gemm2xTemplate(Torch211GemmTemplate):
     ) -> str:
         """CUTLASS2xGemmTemplate.render_gemm_arguments (no swap; `split_k=1` without an
         epilogue template)."""
-        self.recorder.call("template", "render_gemm_arguments")
+        rec = self.recorder.call("template", "render_gemm_arguments")
+        passed = [("X", 4, X), ("W", 5, W), ("Bias", 6, Bias), ("Meta", 7, Meta), ("Y", 8, Y)]
+        check_roles(self.recorder, rec, "render_gemm_arguments", passed, self.roles)
         options: dict[str, Any] = dict(
             instance_type=instance_type,
             alpha=alpha,
