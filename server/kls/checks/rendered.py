@@ -54,7 +54,7 @@ def line_range(model: TemplateModel | None, line: int) -> Range:
 def render_findings(result: RenderResult, models: Models) -> list[Finding]:
     name = result.instance.name
     out = [_from_runtime(f, result, models) for f in result.findings]
-    if result.ok:
+    if result.ok and profile(result.instance.profile).language == "cuda":  # the C contract
         out.extend(_unused_buffers(result, models))
         out.extend(_globals_missing(result, models))
         out.extend(_doubled_export(result, models))

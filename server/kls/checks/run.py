@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kls.checks.module import module_findings
 from kls.checks.rendered import Models, render_findings
 from kls.checks.reorder import reorder_findings
 from kls.checks.static import static_findings
@@ -16,6 +17,7 @@ from kls.findings import Finding, Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES, MAX_TEMPLATE_CODE_BYTES, MAX_TEMPLATE_LINES
 from kls.instances import InstanceSet, InstanceSpec, find_config, load_instances
 from kls.positions import Range
+from kls.profiles import profile
 from kls.render import RenderResult
 from kls.sandbox.workers import PendingRender, render_isolated
 from kls.template.model import TemplateModel, parse_template
@@ -175,7 +177,10 @@ def check_instance(instance: InstanceSpec, cache: ModelCache) -> tuple[RenderRes
         models = cache.for_render(result)
         about_config, runtime = reorder_findings(result)
         findings = render_findings(replace(result, findings=runtime), models)
-        findings += syntax_findings(result, models) + about_config
+        rendered_checks = (
+            syntax_findings if profile(instance.profile).language == "cuda" else module_findings
+        )
+        findings += rendered_checks(result, models) + about_config
         cache.checked[key] = (result, [_tag(f, instance.name) for f in findings])
     return cache.checked[key]
 

@@ -73,6 +73,23 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "reference": str,
     "tolerance": (int, float),
     "tune": dict,  # the tune space of `kls tune` (kls.tune.space reads and checks it)
+    # Triton templates (profile "triton"): the launch, the device model, Inductor's template.
+    "num_warps": int,
+    "num_stages": int,
+    "device": dict,
+    "inductor_template": str,
+}
+DEVICE_KEYS = {
+    "name",
+    "cc",
+    "sm_count",
+    "regs_per_sm",
+    "threads_per_sm",
+    "warp_size",
+    "shared_memory_per_block",
+    "shared_memory_per_sm",
+    "l2_bytes",
+    "memory_bytes",
 }
 TENSOR_KEYS = {"shape", "dtype", "stride", "layout", "offset"}
 OP_FILTER_KEYS = {"contains", "arch"}
@@ -496,6 +513,10 @@ class _Reader:
             tolerance=float(raw["tolerance"]) if "tolerance" in raw else None,
             roots=self.instance_roots(raw),
             torch_package=self.torch_package(),
+            num_warps=int(raw.get("num_warps", 4)),
+            num_stages=int(raw.get("num_stages", 3)),
+            device=self.device(where("device"), raw.get("device", {})),
+            inductor_template=raw.get("inductor_template"),
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
@@ -531,6 +552,19 @@ class _Reader:
         if ref.constant is None:
             return resolved
         return self.template_constant(keys, key, resolved, ref.constant)
+
+    def device(self, keys: tuple[str, ...], raw: dict[str, Any]) -> dict[str, Any]:
+        """A Triton instance's device model (the keys kls knows, integers; name a string)."""
+        out: dict[str, Any] = {}
+        for key, value in raw.items():
+            if key not in DEVICE_KEYS:
+                hint = did_you_mean(key, DEVICE_KEYS)
+                self.error(keys + (key,), "KT003", f"unknown device key '{key}'{hint}")
+            elif _device_value_ok(key, value):
+                out[key] = value
+            else:
+                self.error(keys + (key,), "KT002", f"device {key} must be a positive integer")
+        return out
 
     def torch_package(self) -> Path | None:
         source = self.torch().source
@@ -860,7 +894,15 @@ class _Reader:
         return OpFilter(tuple(contains), str(arch) if arch is not None else None)
 
 
+def _device_value_ok(key: str, value: Any) -> bool:
+    if key == "name":
+        return isinstance(value, str)
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
 def _default_kind(raw: dict[str, Any]) -> str:
+    if raw.get("profile") == "triton":
+        return "triton"
     return "cutlass_gemm" if ("op" in raw or "op_filter" in raw) else "cuda"
 
 

@@ -15,7 +15,7 @@ Profile = str
 DEFAULT_PROFILE: Profile = "inductor-2023"
 # Profile names kls once accepted -> their replacement (read with a KT002 warning).
 RENAMED_PROFILES = {"inductor-2025": "torch-2.11"}
-InstanceKind = Literal["cutlass_gemm", "cuda"]
+InstanceKind = Literal["cutlass_gemm", "cuda", "triton"]
 KINDS: tuple[InstanceKind, ...] = get_args(InstanceKind)
 # What a benchmark verifies the output against (see kls.bench.reference): a built-in, "none"
 # (time without verifying), or the user's own function, "file.py:function" (kls.toml
@@ -103,6 +103,13 @@ class InstanceSpec:
     # for this config: `torch:` references read from it, and a profile that reproduces
     # Inductor's text reads that text there (kls.upstream).
     torch_package: Path | None = None
+    # Triton templates: the launch, the device model the render answers Inductor with (an
+    # H200 by default: kls.profiles.triton.device), and Inductor's template by its name
+    # (None: the one whose source is the template file's text).
+    num_warps: int = 4
+    num_stages: int = 3
+    device: dict[str, Any] = field(default_factory=dict)
+    inductor_template: str | None = None
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
     reorder_range: Range | None = None  # where its input_reorder is written, when it is

@@ -9,7 +9,7 @@ a package beside these and one `register` line below (docs/PROFILES.md).
 from __future__ import annotations
 
 from kls.instances.schema import RENAMED_PROFILES
-from kls.profiles import inductor2023, torch211
+from kls.profiles import inductor2023, torch211, triton
 from kls.profiles.base import ConfigProblem, OpChoice, Profile, RenderSession, Verdict
 
 PROFILES: dict[str, Profile] = {}
@@ -23,6 +23,7 @@ def register(new: Profile) -> Profile:
 
 register(inductor2023.PROFILE)
 register(torch211.PROFILE)
+register(triton.PROFILE)
 
 DEFAULT = inductor2023.PROFILE.name
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from kls.instances.schema import InstanceSpec
 from kls.runtime.buffers import Buffer
@@ -77,6 +77,9 @@ class Profile:
     torch_versions: tuple[tuple[int, int], ...] = ()  # the torch releases it mirrors
     # Whether def_kernel's signature begins with PT_EXPORT (a second one is a mistake).
     signature_exports: bool = False
+    # What the template renders to: "cuda" (C++, checked with tree-sitter and nvcc) or
+    # "python" (a Triton module, checked with ast and Triton's compiler).
+    language: ClassVar[str] = "cuda"
 
     # -- names -----------------------------------------------------------------------------
     def api(self, owner: str, kind: str | None = None) -> frozenset[str]:
@@ -115,6 +118,11 @@ class Profile:
 
     def finish(self, result: Any) -> None:
         """The step after Jinja; the default keeps the text as rendered."""
+
+    def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
+        """A profile whose render is not kls's Jinja run (Inductor's own, in a torch worker)
+        returns the RenderResult here; None: kls renders it in a sandbox worker."""
+        return None
 
     def prepare_op(self, instance: InstanceSpec) -> None:
         """Fill the op caches the render will read (trusted work, before its deadline)."""

@@ -38,10 +38,12 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
+from typing import cast
 
 from kls.cuda_syntax import PARSE_SECONDS, ParseOutcome, stopped_by_time
 from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
+from kls.profiles import profile
 from kls.render import Limits, RenderResult
 from kls.runtime.record import RuntimeFinding, Site
 from kls.sandbox.child import failed, time_message
@@ -428,5 +430,9 @@ def render_isolated(
     overrides: dict[Path, str] | None = None,
     limits: Limits | None = None,
 ) -> RenderResult:
-    """`kls.render.render`, run in a killable worker process under the sandbox's limits."""
+    """`kls.render.render`, run in a killable worker process under the sandbox's limits (or
+    the instance's profile's own render, e.g. Inductor's in a torch worker)."""
+    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {})
+    if elsewhere is not None:
+        return cast(RenderResult, elsewhere)
     return shared_workers().render(instance, overrides, limits)

@@ -14,7 +14,7 @@ export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench" | "kls-tun
 export type JobKind = "compile" | "bench" | "tune";
 /** A profile name: the server's registry decides which exist (`kls rules --profile`, `kls info`). */
 export type Profile = string;
-export type InstanceKind = "cutlass_gemm" | "cuda";
+export type InstanceKind = "cutlass_gemm" | "cuda" | "triton";
 export type Reference = "gemm" | "softmax" | "none";
 
 /** `kls/preview` and `kls.preview`: the rendered CUDA of an instance, or why not. */

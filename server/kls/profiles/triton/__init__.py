@@ -1,0 +1,146 @@
+"""The `triton` profile: PyTorch Inductor's Triton templates (`*.py.jinja` and the
+`TritonTemplate(source=...)` strings), as torch 2.11 renders them.
+
+The render is Inductor's own, in a persistent torch worker (kls.profiles.triton.worker), with
+kls's sandbox in place of Inductor's Jinja environment and the instance's device model in
+place of a GPU; the module text is what Inductor benchmarks while autotuning. Where torch
+cannot be imported the instance gets the static checks only, and one note says so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from kls.findings import Severity
+from kls.instances.schema import InstanceSpec, TensorSpec
+from kls.profiles.base import Profile
+from kls.profiles.triton.align import align
+from kls.profiles.triton.client import WorkerUnavailable, shared_worker
+from kls.profiles.triton.errors import finding_for
+from kls.runtime.kernel import SIGNATURE_C_NAMES
+from kls.runtime.record import RuntimeFinding, Site
+from kls.sourcemap import Origin, SourceMap
+from kls.template.source import read_source
+
+# TritonTemplateKernel.render's helpers, passed to the template as plain names.
+HELPERS = frozenset(
+    {
+        "def_kernel",
+        "size",
+        "stride",
+        "store_output",
+        "load_input",
+        "make_load",
+        "modification",
+        "gen_argdefs",
+        "gen_defines",
+    }
+)
+OUTPUT_NAMES = ("out", "output", "Y")
+
+
+def output_name(instance: InstanceSpec) -> str | None:
+    """The tensor that is the template's output: `out` (or `output`, `Y`), else the last."""
+    names = list(instance.tensors)
+    return next((n for n in OUTPUT_NAMES if n in instance.tensors), names[-1] if names else None)
+
+
+def _tensor(spec: TensorSpec, name: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "shape": list(spec.shape),
+        "stride": list(spec.stride),
+        "dtype": spec.dtype.name,
+    }
+
+
+class Triton(Profile):
+    language = "python"
+
+    def reserved_c_names(self, kind: str) -> frozenset[str]:
+        return SIGNATURE_C_NAMES
+
+    def template_calls_def_kernel(self, kind: str) -> bool:
+        return False
+
+    def request(self, instance: InstanceSpec, text: str, disk_text: str) -> dict[str, Any]:
+        """What the torch worker is asked: the template's text, its tensors as Inductor's
+        input buffers (in kls.toml order) and output layout, the config and launch."""
+        out = output_name(instance)
+        inputs = [
+            _tensor(spec, f"arg{i}_1")
+            for i, (name, spec) in enumerate(
+                (n, s) for n, s in instance.tensors.items() if n != out and s is not None
+            )
+        ]
+        output = instance.tensors.get(out) if out is not None else None
+        return {
+            "text": text,
+            "disk_sha256": hashlib.sha256(disk_text.encode()).hexdigest(),
+            "inductor_template": instance.inductor_template,
+            "inputs": inputs,
+            "output": _tensor(output, "out") if output is not None else None,
+            "vars": instance.variables,
+            "num_warps": instance.num_warps,
+            "num_stages": instance.num_stages,
+            "device": instance.device,
+        }
+
+    def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
+        from kls.render import RenderResult
+
+        path = str(instance.template)
+        result = RenderResult(instance, None, None, [], [])
+        result.files = [path]
+        try:
+            source = read_source(instance.template, overrides)
+            disk = read_source(instance.template).text if overrides else source.text
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            result.findings.append(
+                RuntimeFinding("KT105", Severity.ERROR, f"cannot read template: {exc}", None)
+            )
+            return result
+        if (
+            output_name(instance) is None
+            or instance.tensors.get(output_name(instance) or "") is None
+        ):
+            result.findings.append(
+                RuntimeFinding(
+                    "KT801",
+                    Severity.ERROR,
+                    "a Triton instance needs its tensors: the inputs in def_kernel's order, "
+                    "then the output (named out)",
+                    Site(str(instance.config_path), instance.line),
+                )
+            )
+            return result
+        try:
+            answer = shared_worker().render(self.request(instance, source.text, disk))
+        except WorkerUnavailable as exc:
+            result.findings.append(RuntimeFinding("KT800", Severity.INFO, str(exc), Site(path, 0)))
+            return result
+        error = answer.get("error")
+        if error:
+            result.findings.append(finding_for(error, instance, source.text))
+            return result
+        module = str(answer.get("module", ""))
+        result.text = module
+        result.source_map = SourceMap(
+            [
+                Origin(path, line) if line is not None else None
+                for line in align(source.text, module)
+            ]
+        )
+        return result
+
+
+PROFILE = Triton(
+    name="triton",
+    mirrors="torch 2.11.0 (torch/_inductor/select_algorithm.py TritonTemplate)",
+    kernel_api=frozenset(),
+    template_api={"triton": frozenset()},
+    context={"triton": HELPERS},
+    torch_versions=((2, 11),),
+)

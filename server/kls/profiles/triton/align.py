@@ -1,0 +1,94 @@
+"""Which template line produced each line of a rendered Triton module.
+
+Inductor's render runs in another process and finishes its placeholders by string
+replacement, so Jinja's own positions do not survive it. Triton templates are mostly literal
+Python, which makes the map recoverable line by line:
+1. a rendered line equal to a template line without `{{ }}` came from it (the longest common
+   subsequence of the two texts, so repeated lines are matched in order);
+2. between two such anchors, a template line with `{{ }}` spans matches a rendered line when
+   its literal text matches with each span standing for any text (`M = {{size("A", 0)}}`
+   matches `M = 256`), in order;
+3. the lines a placeholder or helper expanded into (`<DEF_KERNEL>`'s imports and decorator,
+   a `store_output`) belong to the `{{ }}` line of that gap that matched nothing, else to the
+   nearest line with `{{ }}` before them; lines before the first anchor belong to
+   `def_kernel`'s line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from difflib import SequenceMatcher
+
+_SPAN = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}")
+
+
+def _literal(line: str) -> str | None:
+    """The line's text when it has no Jinja span (None when it has one)."""
+    return None if _SPAN.search(line) else line.strip()
+
+
+def _pattern(line: str) -> re.Pattern[str]:
+    parts = _SPAN.split(line.strip())
+    return re.compile(".*?".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)
+
+
+def align(template: str, rendered: str) -> list[int | None]:
+    """For each rendered line, the 0-based template line it came from (None: unknown)."""
+    t_lines = template.split("\n")
+    r_lines = rendered.split("\n")
+    t_keys = [_literal(line) for line in t_lines]
+    r_keys = [line.strip() for line in r_lines]
+    # Lines with spans never match in step 1: give them keys no rendered line has.
+    step1 = [k if k else f"\x00{i}" for i, k in enumerate(t_keys)]
+    matcher = SequenceMatcher(None, step1, r_keys, autojunk=False)
+    out: list[int | None] = [None] * len(r_lines)
+    anchors: list[tuple[int, int]] = [(-1, -1)]
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            out[block.b + k] = block.a + k
+            anchors.append((block.a + k, block.b + k))
+    anchors.append((len(t_lines), len(r_lines)))
+    spans = [i for i, line in enumerate(t_lines) if "{{" in line]
+    first_call = next((i for i in spans if "def_kernel" in t_lines[i]), spans[0] if spans else 0)
+    for (ta, ra), (tb, rb) in itertools.pairwise(anchors):
+        _fill_gap(t_lines, r_lines, out, ta + 1, tb, ra + 1, rb, first_call if ta < 0 else None)
+    return out
+
+
+def _fill_gap(
+    t_lines: list[str],
+    r_lines: list[str],
+    out: list[int | None],
+    t0: int,
+    t1: int,
+    r0: int,
+    r1: int,
+    prelude: int | None,
+) -> None:
+    """Rendered lines r0..r1 lie between the same anchors as template lines t0..t1."""
+    holders = [t for t in range(t0, t1) if "{{" in t_lines[t]]
+    matched: set[int] = set()
+    cursor = t0
+    for r in range(r0, r1):
+        for t in range(cursor, t1):
+            if t in holders and _pattern(t_lines[t]).match(r_lines[r].strip()):
+                out[r] = t
+                matched.add(t)
+                cursor = t + 1
+                break
+    expanding = [t for t in holders if t not in matched]
+    last: int | None = prelude
+    for r in range(r0, r1):
+        if out[r] is not None:
+            last = out[r]
+            continue
+        after = [t for t in expanding if last is None or t >= last]
+        if prelude is not None and r < r1 and not matched:
+            out[r] = prelude
+        elif after:
+            out[r] = after[0]
+        elif expanding:
+            out[r] = expanding[-1]
+        else:
+            out[r] = last if last is not None else (t0 if t0 < len(t_lines) else None)

@@ -1,0 +1,249 @@
+"""The torch render worker: `python -m kls.profiles.triton.worker`, one process kept alive.
+
+It imports torch once and renders Inductor's Triton templates through Inductor itself
+(`TritonTemplate.generate`), as Inductor renders them while autotuning: every placeholder
+finished right after the render, nothing fused. No GPU is needed: the instance's device model
+answers Inductor's questions about the device (capability, SM count, shared memory), and a
+stand-in Triton driver names the target. Template code runs in kls's allowlist sandbox, put in
+place of Inductor's own Jinja environment (with Inductor's `indent_except_first` filter).
+
+Requests and answers are JSON lines on stdin/stdout; anything else printed goes to stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+_OUT = sys.stdout
+sys.stdout = sys.stderr  # torch and Inductor print; only answers go to the real stdout
+
+
+@dataclass(frozen=True)
+class DeviceProps:
+    """What torch.cuda.get_device_properties answers, for the instance's device model."""
+
+    name: str
+    major: int
+    minor: int
+    multi_processor_count: int
+    total_memory: int
+    regs_per_multiprocessor: int
+    max_threads_per_multi_processor: int
+    warp_size: int
+    shared_memory_per_block_optin: int
+    shared_memory_per_multiprocessor: int
+    L2_cache_size: int
+    gcnArchName: str
+    max_threads_per_block: int
+
+
+def device_props(model: dict[str, Any]) -> Any:
+    cc = int(model.get("cc", 90))
+    return DeviceProps(
+        name=str(model.get("name", "NVIDIA H200")),
+        major=cc // 10,
+        minor=cc % 10,
+        multi_processor_count=int(model.get("sm_count", 132)),
+        total_memory=int(model.get("memory_bytes", 143771 * 2**20)),
+        regs_per_multiprocessor=int(model.get("regs_per_sm", 65536)),
+        max_threads_per_multi_processor=int(model.get("threads_per_sm", 2048)),
+        warp_size=int(model.get("warp_size", 32)),
+        shared_memory_per_block_optin=int(model.get("shared_memory_per_block", 232448)),
+        shared_memory_per_multiprocessor=int(model.get("shared_memory_per_sm", 233472)),
+        L2_cache_size=int(model.get("l2_bytes", 50 * 2**20)),
+        gcnArchName="",
+        max_threads_per_block=1024,
+    )
+
+
+class _Device:
+    """What the patched torch.cuda answers: the current request's device model."""
+
+    props: Any = device_props({})
+
+
+def _patch_device(torch: Any) -> None:
+    cuda = torch.cuda
+    cuda.is_available = lambda: True
+    cuda.device_count = lambda: 1
+    cuda.current_device = lambda: 0
+    cuda.get_device_capability = lambda device=None: (_Device.props.major, _Device.props.minor)
+    cuda.get_device_properties = lambda device=None: _Device.props
+    cuda.get_device_name = lambda device=None: _Device.props.name
+    cuda.is_tf32_supported = lambda: _Device.props.major >= 8
+    cuda.is_bf16_supported = lambda including_emulation=True: _Device.props.major >= 8
+
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime import driver
+
+    class StandInDriver:
+        """Triton's driver for a device that is not here: the target, nothing to launch."""
+
+        def get_current_target(self) -> Any:
+            props = _Device.props
+            return GPUTarget("cuda", props.major * 10 + props.minor, props.warp_size)
+
+        def get_current_device(self) -> int:
+            return 0
+
+        def get_current_stream(self, device: Any = None) -> int:
+            return 0
+
+        def get_device_interface(self) -> Any:
+            return cuda
+
+        def get_active_torch_device(self) -> Any:
+            return torch.device("cuda", 0)
+
+    driver.set_active(StandInDriver())
+
+
+def _sandboxed_env() -> Any:
+    """kls's allowlist sandbox with Inductor's Jinja settings and filter."""
+    import jinja2
+    from torch._inductor.codegen.common import KernelTemplate
+
+    from kls.runtime.policy import AllowlistSandbox
+
+    env = AllowlistSandbox(undefined=jinja2.StrictUndefined)
+    env.filters["indent_except_first"] = KernelTemplate.indent_except_first
+    return env
+
+
+class Renderer:
+    def __init__(self) -> None:
+        import torch
+
+        _patch_device(torch)
+        import torch._inductor.kernel.bmm
+        import torch._inductor.kernel.mm
+        import torch._inductor.kernel.mm_plus_mm
+        from torch._inductor.select_algorithm import TritonTemplate
+
+        self.torch = torch
+        self.templates = TritonTemplate.all_templates
+        self.env = _sandboxed_env()
+        self.by_hash = {t._hash: name for name, t in self.templates.items()}
+
+    def template_for(self, req: dict[str, Any]) -> Any:
+        """Inductor's template object for the request, rendering the editor's text."""
+        import copy
+
+        from torch._inductor.select_algorithm import GeneratedCodeCache
+
+        name = req.get("inductor_template") or self.by_hash.get(req.get("disk_sha256", ""))
+        if name is None or name not in self.templates:
+            raise LookupError(
+                "no Inductor Triton template has this file's text; name it in kls.toml with "
+                f'inductor_template = "..." (one of: {", ".join(sorted(self.templates))})'
+            )
+        original = self.templates[name]
+        template = copy.copy(original)
+        source = req["text"]
+        template.template = self.env.from_string(source)
+        template._hash = hashlib.sha256(source.encode()).hexdigest()
+        template._generated_code_cache = GeneratedCodeCache()
+        return template
+
+    def render(self, req: dict[str, Any]) -> dict[str, Any]:
+        from torch._inductor import ir
+        from torch._inductor.graph import GraphLowering
+        from torch._inductor.virtualized import V
+
+        torch = self.torch
+        _Device.props = device_props(req.get("device", {}))
+        template = self.template_for(req)
+        gm = torch.fx.symbolic_trace(lambda *xs: xs[0])
+        graph = GraphLowering(gm)
+        device = torch.device("cuda", 0)
+        with V.set_graph_handler(graph):
+            nodes = []
+            for t in req["inputs"]:
+                layout = ir.FixedLayout(device, getattr(torch, t["dtype"]), t["shape"], t["stride"])
+                node = ir.TensorBox.create(ir.InputBuffer(name=t["name"], layout=layout))
+                graph.graph_inputs[t["name"]] = node
+                graph.graph_input_names.append(t["name"])
+                nodes.append(node)
+            out = req["output"]
+            layout = ir.FixedLayout(
+                device, getattr(torch, out["dtype"]), out["shape"], out["stride"]
+            )
+            choice = template.generate(
+                input_nodes=tuple(nodes),
+                layout=layout,
+                num_stages=int(req["num_stages"]),
+                num_warps=int(req["num_warps"]),
+                **req.get("vars", {}),
+            )
+        if not hasattr(choice, "bmreq"):
+            raise RuntimeError(f"Inductor did not render the template: {choice}")
+        with open(choice.bmreq.module_path, encoding="utf-8") as f:
+            return {"module": f.read(), "kernel_name": getattr(choice.bmreq, "kernel_name", "")}
+
+
+def _inductor_function(exc: BaseException) -> str | None:
+    """The innermost function of Inductor's own code the exception passed through."""
+    name = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if "_inductor" in frame.filename and frame.name != "<module>":
+            name = frame.name
+    return name
+
+
+def _template_line(exc: BaseException) -> int | None:
+    """The 0-based template line the exception was raised at (Jinja maps its frames)."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == "<template>" and frame.lineno is not None:
+            line = frame.lineno - 1
+    return line
+
+
+def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
+    if renderer is None:
+        return {"error": {"kind": "unavailable", "message": "torch is not importable"}}
+    try:
+        return renderer.render(req)
+    except Exception as exc:
+        message = str(exc) or type(exc).__name__
+        return {
+            "error": {
+                "kind": type(exc).__name__,
+                "message": message,
+                "line": _template_line(exc),
+                "function": _inductor_function(exc),
+                "trace": "".join(traceback.format_exception(exc))[-4000:],
+            }
+        }
+
+
+def main() -> int:
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.getcwd(), ".kls-inductor"))
+    try:
+        renderer: Renderer | None = Renderer()
+        ready: dict[str, Any] = {"ready": True}
+    except Exception as exc:
+        renderer = None
+        buf = io.StringIO()
+        traceback.print_exc(file=buf)
+        ready = {"ready": False, "message": f"{type(exc).__name__}: {exc}", "trace": buf.getvalue()}
+    _OUT.write(json.dumps(ready) + "\n")
+    _OUT.flush()
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        reply = answer(renderer, json.loads(line))
+        _OUT.write(json.dumps(reply) + "\n")
+        _OUT.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""The triton profile: instances of Inductor's Triton templates, rendered by Inductor itself in
+a torch worker, mapped back to template lines, and checked. The torch-backed tests need torch
+2.11 importable by kls (or KLS_TORCH_PYTHON) and the torch source; without them they skip
+(KLS_REQUIRE_TORCH=1 makes that a failure, as CI does)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+from kls.checks.run import check_paths
+from kls.findings import Severity
+from kls.instances import load_instances
+from kls.profiles import profile
+from kls.profiles.triton.align import align
+from kls.profiles.triton.client import torch_python
+from kls.profiles.triton.errors import finding_for
+from kls.render import RenderResult
+from kls.sandbox.workers import render_isolated
+from tests.upstream import needs_torch_source
+
+# A template of kls's own shape (not Inductor's text): literal lines, spans, an expansion.
+TEMPLATE = """{{def_kernel("X", "Y")}}
+    n = {{size("X", 0)}}
+    pid = tl.program_id(0)
+    {{store_output(("pid",), "acc")}}
+    return
+"""
+RENDERED = """import triton
+@triton.jit
+def k(arg_X, arg_Y, out_ptr0):
+    X = arg_X
+    n = 64
+    pid = tl.program_id(0)
+    xindex = pid
+    tl.store(out_ptr0 + xindex, acc)
+    return
+"""
+
+
+def test_rendered_lines_map_to_the_template_line_that_made_them() -> None:
+    assert align(TEMPLATE, RENDERED) == [0, 0, 0, 0, 1, 2, 3, 3, 4, 5]
+
+
+def _instance(tmp_path: Path, extra: str = "") -> object:
+    (tmp_path / "k.py.jinja").write_text(TEMPLATE)
+    (tmp_path / "kls.toml").write_text(
+        '[instances.k]\nprofile = "triton"\ntemplate = "k.py.jinja"\n'
+        'tensors.X = { shape = [64], dtype = "f32" }\n'
+        'tensors.out = { shape = [64], dtype = "f32" }\n'
+        f"vars = {{ BLOCK = 64 }}\nnum_warps = 8\n{extra}"
+    )
+    return load_instances(tmp_path / "kls.toml")
+
+
+def test_a_triton_instance_reads_its_launch_and_device(tmp_path: Path) -> None:
+    loaded = _instance(tmp_path, "device = { cc = 80, sm_count = 108 }\n")
+    spec = loaded.instances["k"]  # type: ignore[attr-defined]
+    assert (spec.kind, spec.num_warps, spec.num_stages) == ("triton", 8, 3)
+    assert spec.device == {"cc": 80, "sm_count": 108}
+    request = profile("triton").request(spec, TEMPLATE, TEMPLATE)  # type: ignore[attr-defined]
+    assert [t["name"] for t in request["inputs"]] == ["arg0_1"]  # out is the output
+    assert request["output"]["shape"] == [64] and request["vars"] == {"BLOCK": 64}
+    bad = _instance(tmp_path, "device = { cc = 0, smcount = 1 }\n")
+    said = {f.code: f.message for f in bad.findings}  # type: ignore[attr-defined]
+    assert "smcount" in said["KT003"] and "sm_count" in said["KT003"]  # did you mean
+    assert "positive integer" in said["KT002"]
+
+
+@pytest.mark.parametrize(
+    ("error", "code", "words"),
+    [
+        (
+            {"kind": "KeyError", "message": "'C'", "function": "size", "line": 1},
+            "KT802",
+            "no buffer 'C'",
+        ),
+        (
+            {"kind": "AssertionError", "message": "(1, 2, 0, 2)", "function": "def_kernel"},
+            "KT803",
+            "number of inputs",
+        ),
+        (
+            {"kind": "AssertionError", "message": "", "function": "load_input", "line": 3},
+            "KT805",
+            "twice",
+        ),
+        (
+            {"kind": "UndefinedError", "message": "'BLOCK_Q' is undefined", "line": 2},
+            "KT102",
+            "BLOCK_Q",
+        ),
+        (
+            {"kind": "ZeroDivisionError", "message": "division by zero", "function": "grid"},
+            "KT103",
+            "ZeroDivisionError",
+        ),
+    ],
+)
+def test_inductors_bare_errors_become_sentences(
+    tmp_path: Path, error: dict[str, object], code: str, words: str
+) -> None:
+    spec = _instance(tmp_path).instances["k"]  # type: ignore[attr-defined]
+    found = finding_for(error, spec, TEMPLATE)
+    assert found.code == code and words in found.message
+    if isinstance(error.get("line"), int):
+        assert found.site is not None and found.site.line == error["line"]
+    elif error.get("function") == "def_kernel":
+        assert found.site is not None and found.site.line == 0  # the def_kernel call
+
+
+def _torch_importable() -> bool:
+    if os.environ.get("KLS_TORCH_PYTHON"):
+        return True
+    return (
+        importlib.util.find_spec("torch") is not None
+        and importlib.util.find_spec("triton") is not None
+    )
+
+
+needs_torch = pytest.mark.skipif(
+    not _torch_importable() and os.environ.get("KLS_REQUIRE_TORCH") != "1",
+    reason="needs torch 2.11 and triton importable by kls (pip install torch==2.11.0), or "
+    "KLS_TORCH_PYTHON",
+)
+
+MM = "torch:_inductor/kernel/templates/triton_mm.py.jinja"
+MM_VARS = (
+    "vars = { BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32, GROUP_M = 8, EVEN_K = true, "
+    'ALLOW_TF32 = false, USE_FAST_ACCUM = false, ACC_TYPE = "tl.float32" }\n'
+)
+
+
+def _mm_project(tmp_path: Path, template: str = MM) -> Path:
+    config = tmp_path / "kls.toml"
+    config.write_text(
+        f'[instances.mm]\nprofile = "triton"\ntemplate = "{template}"\n'
+        'tensors.A = { shape = [256, 512], dtype = "bf16" }\n'
+        'tensors.B = { shape = [512, 128], dtype = "bf16", layout = "col" }\n'
+        'tensors.out = { shape = [256, 128], dtype = "bf16" }\n' + MM_VARS
+    )
+    return config
+
+
+@needs_torch
+@needs_torch_source
+def test_triton_mm_renders_through_inductor_and_checks_clean(tmp_path: Path) -> None:
+    spec = load_instances(_mm_project(tmp_path)).instances["mm"]
+    result: RenderResult = render_isolated(spec)
+    assert result.text is not None, [f.message for f in result.findings]
+    assert "def triton_mm(arg_A, arg_B, out_ptr0):" in result.text
+    assert "    M = 256" in result.text and "stride_bn = 512" in result.text
+    assert result.source_map is not None
+    line = result.text.split("\n").index("    M = 256")
+    origin = result.source_map.origin(line)
+    assert origin is not None
+    template = Path(origin.path).read_text().split("\n")
+    assert template[origin.line].strip().startswith("M = {{size(")
+    checked = check_paths([tmp_path])
+    assert [f.format_line() for f in checked.findings if f.severity <= Severity.WARNING] == []
+    assert "mm" in checked.renders
+
+
+@needs_torch
+@needs_torch_source
+def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
+    from tests.upstream import require_torch_source
+
+    text = (
+        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
+    ).read_text()
+    planted = text.replace('{{size("B", 1)}}', '{{size("C", 1)}}', 1)  # made here, never stored
+    (tmp_path / "mm.py.jinja").write_text(planted)
+    config = _mm_project(tmp_path, "mm.py.jinja")
+    text_toml = config.read_text().replace(
+        'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
+    )
+    config.write_text(text_toml)
+    found = [f for f in check_paths([tmp_path]).findings if f.code == "KT802"]
+    assert len(found) == 1
+    assert found[0].range.start.line == planted.split("\n").index('    N = {{size("C", 1)}}')
+    assert "no buffer 'C'" in found[0].message and "A, B" in found[0].message
+
+
+def test_the_worker_python_is_kls_own_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.delenv("KLS_TORCH_PYTHON", raising=False)
+    assert torch_python() == sys.executable
+    monkeypatch.setenv("KLS_TORCH_PYTHON", "/opt/torch/bin/python3")
+    assert torch_python() == "/opt/torch/bin/python3"
