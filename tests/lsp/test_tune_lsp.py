@@ -287,14 +287,17 @@ def test_a_checkpoint_reads_as_partial_not_as_a_failed_tune() -> None:
     """results.json written mid-run (the tune checkpoints after stage 1) has no winner yet:
     the editor must not say the tune verified nothing."""
     from kls.lsp.tune import TuneView
+    from kls.tune.results import BuildRecord, TuneResult
 
-    builds = [{"unit": "a", "ok": True}, {"unit": "b", "ok": False}]
-    view = TuneView({"instance": SM80, "partial": True, "builds": builds}, path="r.json")
+    builds = [
+        BuildRecord(u, "op", "", "sm80", "", {}, ok=ok) for u, ok in (("a", True), ("b", False))
+    ]
+    view = TuneView(TuneResult(SM80, "t", "c", "local", 0.0, [], builds=builds, partial=True))
     assert "partial results of a run that is still going" in view.message()
     assert "no configuration" not in view.message() + view.summary()
     assert (
         view.summary()
         == "tune: running, or stopped before the end (1 of 2 candidates built, 1 failed)"
     )
-    done = TuneView({"instance": SM80, "builds": builds}, path="r.json")
+    done = TuneView(TuneResult(SM80, "t", "c", "local", 0.0, [], builds=builds), path="r.json")
     assert "no configuration was verified" in done.message()

@@ -11,7 +11,6 @@ differently from when it was tuned (an edit, or `--apply` changing its op).
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +29,8 @@ from kls.lsp.state import NO_SETTINGS, KlsServer
 from kls.positions import Range
 from kls.template.model import TemplateModel, parse_template
 from kls.template.source import is_python_file
+from kls.tune.results import Choice, ResultsFileError, TuneResult
+from kls.tune.results import read_results as load_results
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
 NO_GPU = "no GPU here"  # how a build-only run for want of a GPU is told apart (its first note)
@@ -41,74 +42,66 @@ GPU_WORKER: list[str] | None = None
 class TuneView:
     """The last tune of an instance (results.json as read) and whether it is stale."""
 
-    data: dict[str, Any]
+    result: TuneResult
     stale: bool = False
     path: str = ""
 
     # -- what results.json says -------------------------------------------------------------
     @property
     def build_only(self) -> bool:
-        return bool(self.data.get("build_only"))
+        return self.result.build_only
 
     @property
     def no_gpu(self) -> bool:
-        return any(str(n).startswith(NO_GPU) for n in self.data.get("notes") or [])
+        return any(str(n).startswith(NO_GPU) for n in self.result.notes)
 
     @property
     def cancelled(self) -> bool:
-        return bool(self.data.get("cancelled"))
+        return self.result.cancelled
 
     @property
     def partial(self) -> bool:
         """A checkpoint: the run was still going (or was killed before it ended)."""
-        return bool(self.data.get("partial"))
+        return self.result.partial
 
-    def _builds(self) -> list[dict[str, Any]]:
-        return [b for b in self.data.get("builds") or [] if isinstance(b, dict)]
-
-    def _choice(self, key: str) -> dict[str, Any] | None:
-        value = self.data.get(key)
-        return value if isinstance(value, dict) and value.get("op") else None
+    def _choice(self, choice: Choice | None) -> Choice | None:
+        return choice if choice is not None and choice.op else None
 
     def winner_op(self) -> str | None:
-        winner = self._choice("winner")
-        return str(winner["op"]) if winner else None
+        winner = self._choice(self.result.winner)
+        return winner.op if winner else None
 
     def margin(self) -> float | None:
         """The winner's geometric-mean speed-up over the current op and variables."""
-        winner, current = self._choice("winner"), self._choice("current")
-        w = _number(winner.get("geomean_vs_cublas")) if winner else None
-        c = _number(current.get("geomean_vs_cublas")) if current else None
+        winner, current = self._choice(self.result.winner), self._choice(self.result.current)
+        w = _number(winner.geomean_vs_cublas) if winner else None
+        c = _number(current.geomean_vs_cublas) if current else None
         return w / c - 1 if w and c else None
 
-    def _name(self, choice: dict[str, Any]) -> str:
+    def _name(self, choice: Choice) -> str:
         """A short name: the op's tile (and family), with its variables."""
-        record = next((b for b in self._builds() if b.get("unit") == choice.get("unit")), {})
-        tile = str(record.get("tile") or "")
-        name = f"{tile} {record.get('family') or ''}".strip() if tile else str(choice["op"])
-        variables = choice.get("vars") or {}
-        return f"{name} ({_vars(variables)})" if variables else name
+        record = next((b for b in self.result.builds if b.unit == choice.unit), None)
+        tile = record.tile if record else ""
+        name = f"{tile} {record.family if record else ''}".strip() if tile else choice.op
+        return f"{name} ({_vars(choice.vars)})" if choice.vars else name
 
     def _same(self) -> bool:
-        winner, current = self._choice("winner"), self._choice("current")
+        winner, current = self._choice(self.result.winner), self._choice(self.result.current)
         return bool(
-            winner
-            and current
-            and winner.get("unit") == current.get("unit")
-            and winner.get("vars") == current.get("vars")
+            winner and current and winner.unit == current.unit and winner.vars == current.vars
         )
 
     def _built(self) -> str:
-        builds = self._builds()
-        ok = sum(1 for b in builds if b.get("ok") is True)
-        failed = sum(1 for b in builds if b.get("ok") is False)
+        builds = self.result.builds
+        ok = sum(1 for b in builds if b.ok is True)
+        failed = sum(1 for b in builds if b.ok is False)
         text = f"{ok} of {len(builds)} candidates built"
         return text + (f", {failed} failed" if failed else "")
 
     # -- in words ---------------------------------------------------------------------------
     def summary(self) -> str:
         """One short line: the lens title and the inlay hint."""
-        winner = self._choice("winner")
+        winner = self._choice(self.result.winner)
         if self.build_only:
             why = "no GPU, built only" if self.no_gpu else "built only"
             text = f"tune ({why}): {self._built()}"
@@ -126,8 +119,8 @@ class TuneView:
 
     def message(self) -> str:
         """The diagnostic: the same, with the full op names and what to do next."""
-        instance = self.data.get("instance", "?")
-        winner, current = self._choice("winner"), self._choice("current")
+        instance = self.result.instance or "?"
+        winner, current = self._choice(self.result.winner), self._choice(self.result.current)
         if self.build_only:
             if self.no_gpu:
                 text = (
@@ -137,9 +130,9 @@ class TuneView:
                 )
             else:
                 text = f"kls tune {instance} --build-only: {self._built()}."
-            failed = next((b for b in self._builds() if b.get("ok") is False), None)
-            if failed is not None and failed.get("error"):
-                text += f" First failure: {str(failed['error'])[:200]}"
+            failed = next((b for b in self.result.builds if b.ok is False), None)
+            if failed is not None and failed.error:
+                text += f" First failure: {str(failed.error)[:200]}"
         elif self.partial:
             text = (
                 f"kls tune {instance}: partial results of a run that is still going or was "
@@ -153,19 +146,19 @@ class TuneView:
         elif self._same():
             text = (
                 f"kls tune {instance}: the current op and variables are the best "
-                f"({winner['op']}, {_vars(winner.get('vars') or {})}): {_ratio(winner)} "
+                f"({winner.op}, {_vars(winner.vars)}): {_ratio(winner)} "
                 "cuBLAS (geometric mean over the shapes)."
             )
         else:
             text = (
-                f"kls tune {instance}: winner {winner['op']} ({_vars(winner.get('vars') or {})})"
+                f"kls tune {instance}: winner {winner.op} ({_vars(winner.vars)})"
                 f": {_ratio(winner)} cuBLAS (geometric mean over the shapes)"
             )
             margin = self.margin()
             if margin is not None and current is not None:
                 text += (
-                    f", {margin:+.1%} over the current op {current['op']} "
-                    f"({_vars(current.get('vars') or {})}: {_ratio(current)})"
+                    f", {margin:+.1%} over the current op {current.op} "
+                    f"({_vars(current.vars)}: {_ratio(current)})"
                 )
             else:
                 text += "; the current op was not measured"
@@ -184,18 +177,19 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
 
 
-def _ratio(choice: dict[str, Any]) -> str:
-    value = _number(choice.get("geomean_vs_cublas"))
+def _ratio(choice: Choice) -> str:
+    value = _number(choice.geomean_vs_cublas)
     return "-" if value is None else f"{value:.3f}x"
 
 
-def _vars(values: dict[str, Any]) -> str:
+def _vars(values: dict[str, Any] | None) -> str:
+    values = values or {}
     return ", ".join(f"{k}={v}" for k, v in values.items()) or "no variables"
 
 
 # -- reading results.json ---------------------------------------------------------------------
 
-_read: dict[Path, tuple[tuple[int, int], dict[str, Any] | None]] = {}
+_read: dict[Path, tuple[tuple[int, int], TuneResult | None]] = {}
 
 
 def results_path(spec: InstanceSpec) -> Path:
@@ -204,7 +198,7 @@ def results_path(spec: InstanceSpec) -> Path:
     return results_folder(spec) / "results.json"
 
 
-def read_results(path: Path) -> dict[str, Any] | None:
+def read_results(path: Path) -> TuneResult | None:
     """results.json, read again only when it changed (lenses, hints and every check ask)."""
     try:
         stat = path.stat()
@@ -215,13 +209,13 @@ def read_results(path: Path) -> dict[str, Any] | None:
     cached = _read.get(path)
     if cached is not None and cached[0] == key:
         return cached[1]
+    result: TuneResult | None
     try:
-        loaded: Any = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        loaded = None  # unreadable, or not ours: show nothing
-    data: dict[str, Any] | None = loaded if isinstance(loaded, dict) else None
-    _read[path] = (key, data)
-    return data
+        result = load_results(path)
+    except (OSError, ResultsFileError):
+        result = None  # unreadable, not ours, or a newer kls's: show nothing
+    _read[path] = (key, result)
+    return result
 
 
 def tune_view(ls: KlsServer, uri: str) -> TuneView | None:
@@ -230,20 +224,19 @@ def tune_view(ls: KlsServer, uri: str) -> TuneView | None:
     if spec is None:
         return None
     path = results_path(spec)
-    data = read_results(path)
-    if data is None or data.get("instance") != spec.name:
+    tuned = read_results(path)
+    if tuned is None or tuned.instance != spec.name:
         return None
     state = ls.docs.get(uri)
     rendered = state.result.renders.get(spec.name) if state and state.result else None
-    tuned = data.get("source_hash")
     stale = bool(
         rendered is not None
         and rendered.text is not None
-        and isinstance(tuned, str)
-        and tuned
-        and source_hash(rendered.text) != tuned
+        and isinstance(tuned.source_hash, str)
+        and tuned.source_hash
+        and source_hash(rendered.text) != tuned.source_hash
     )
-    return TuneView(data, stale, str(path))
+    return TuneView(tuned, stale, str(path))
 
 
 # -- the diagnostic, lens and hint ------------------------------------------------------------
@@ -271,7 +264,7 @@ def tune_findings(ls: KlsServer, uri: str) -> list[Finding]:
     anchors = signature_ranges(parse_template(ls.text(uri)))
     if not anchors:
         return []
-    instance = str(view.data.get("instance", ""))
+    instance = view.result.instance
     return [tune_finding(view, anchors[0], str(ls.path(uri)), instance)]
 
 
@@ -300,7 +293,7 @@ def tune_inlay_hints(model: TemplateModel, view: TuneView | None) -> list[lsp.In
 
 @dataclass
 class _Outcome:
-    result: Any  # kls.tune.results.TuneResult
+    result: TuneResult
     no_gpu: str = ""  # why no GPU worker started, when the candidates were only built
 
 
@@ -361,7 +354,7 @@ async def tune_active(ls: KlsServer, uri: str) -> TuneAnswer:
         )
         return {"ok": False, "instance": spec.name, "error": str(exc)}
     result = outcome.result
-    view = TuneView(result.to_json(), path=result.files.get("json", ""))
+    view = TuneView(result, path=result.files.get("json", ""))
     for open_uri in ls.uris_of(path):
         if open_uri in ls.docs:
             update_findings(ls, open_uri)

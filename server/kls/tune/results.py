@@ -1,4 +1,10 @@
-"""Tune results: plain data, the JSON and CSV files, the terminal table, the winner."""
+"""Tune results: plain data, the JSON and CSV files, the terminal table, the winner.
+
+results.json is `TuneResult.to_json()`, read back only through `TuneResult.from_json()` (or
+`read_results`): its `format_version` says which layout it has. A file from before the
+version (no `format_version`) has today's layout and reads as version 1; one of a later
+version than this kls knows is refused with a message that says so.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,17 @@ import io
 import json
 import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from kls.cache_dir import write_atomic
+
+FORMAT_VERSION = 1  # results.json's `format_version`; raise it when a field changes meaning
+
+
+class ResultsFileError(ValueError):
+    """A results.json that this kls cannot read as tune results; the message says why."""
 
 
 @dataclass
@@ -148,7 +160,7 @@ class TuneResult:
         return geomean([b.vs_cublas for b in self.best if b.vs_cublas])
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = {"format_version": FORMAT_VERSION, **asdict(self)}
         data["summary"] = {
             "builds_ok": self.builds_ok,
             "builds_failed": self.builds_failed,
@@ -159,6 +171,69 @@ class TuneResult:
             ),
         }
         return data
+
+    @staticmethod
+    def from_json(data: Any) -> TuneResult:
+        """The result `to_json` wrote (the summary is derived, so it is not read back)."""
+        if not isinstance(data, dict):
+            raise ResultsFileError("it is not a tune results file (not a JSON object)")
+        version = data.get("format_version", 1)  # none: written before the version existed
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ResultsFileError(f"its format_version is {version!r}, not a version number")
+        if version > FORMAT_VERSION:
+            raise ResultsFileError(
+                f"it was written by a newer kls (results format {version}; this kls reads "
+                f"format {FORMAT_VERSION} and older): upgrade kls, or tune again to replace it"
+            )
+        result = _record(TuneResult, data, "the results")
+        result.builds = _records(BuildRecord, data.get("builds"), "builds")
+        result.measurements = _records(Measurement, data.get("measurements"), "measurements")
+        result.baselines = _records(Baseline, data.get("baselines"), "baselines")
+        result.best = _records(ShapeBest, data.get("best"), "best")
+        for key in ("winner", "current"):
+            raw = data.get(key)
+            setattr(result, key, None if raw is None else _record(Choice, raw, key))
+        return result
+
+
+def read_results(path: Path) -> TuneResult:
+    """results.json as a TuneResult: OSError when it cannot be read, ResultsFileError when it
+    is not tune results this kls knows."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise ResultsFileError(f"{path} is not JSON ({exc})") from None
+    try:
+        return TuneResult.from_json(data)
+    except ResultsFileError as exc:
+        raise ResultsFileError(f"{path}: {exc}") from None
+
+
+Record = TypeVar("Record")
+
+
+def _record(cls: type[Record], raw: Any, what: str) -> Record:
+    """One dataclass from its JSON table: keys it does not have are dropped, a missing key
+    without a default is an error."""
+    if not isinstance(raw, dict):
+        raise ResultsFileError(f"{what} is not a JSON object")
+    known = fields(cls)  # type: ignore[arg-type]
+    missing = [
+        f.name
+        for f in known
+        if f.name not in raw and f.default is MISSING and f.default_factory is MISSING
+    ]
+    if missing:
+        raise ResultsFileError(f"{what} lacks {', '.join(missing)}")
+    return cls(**{f.name: raw[f.name] for f in known if f.name in raw})
+
+
+def _records(cls: type[Record], raw: Any, what: str) -> list[Record]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ResultsFileError(f"{what} is not a JSON list")
+    return [_record(cls, item, f"{what}[{i}]") for i, item in enumerate(raw)]
 
 
 def geomean(values: list[float | None]) -> float | None:
@@ -232,10 +307,10 @@ def keep_previous_winner(result: TuneResult, folder: Path) -> None:
     if result.winner is not None:
         return
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        old = read_results(path)
+    except (OSError, ResultsFileError):
         return
-    if isinstance(old, dict) and old.get("winner") and not old.get("partial"):
+    if old.winner is not None and not old.partial:
         with contextlib.suppress(OSError):
             os.replace(path, folder / PREVIOUS)
             result.notes.append(

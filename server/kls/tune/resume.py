@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kls.tune.results import Baseline, Measurement, TuneResult
+from kls.tune.results import Baseline, Measurement, ResultsFileError, TuneResult, read_results
 
 MeasurementKey = tuple[str, str, str, int]  # unit, shape, vars (JSON), stage
 
@@ -56,44 +56,45 @@ class Prior:
 def load_prior(path: Path, result: TuneResult, device: dict[str, Any]) -> tuple[Prior | None, str]:
     """The last run's reusable measurements, or None and why not (a note for the results)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        last = read_results(path)
     except FileNotFoundError:
         return None, "--resume: no earlier results.json; everything is measured"
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
         return None, f"--resume: cannot read {path} ({exc}); everything is measured"
-    why = _mismatch(data, result, device)
+    except ResultsFileError as exc:
+        return None, f"--resume: cannot read {exc}; everything is measured"
+    return reusable(last, result, device)
+
+
+def reusable(
+    last: TuneResult, result: TuneResult, device: dict[str, Any]
+) -> tuple[Prior | None, str]:
+    """What of the last run (`last`) this run (`result`, on `device`) may take over."""
+    why = _mismatch(last, result, device)
     if why:
         return None, f"--resume: the earlier run is not reused: {why}"
-    prior = Prior(float(data.get("timestamp", 0.0)))
-    fields = set(Measurement.__dataclass_fields__)
-    for raw in data.get("measurements", []):
-        if isinstance(raw, dict) and raw.get("ok") and set(raw) <= fields:
-            m = Measurement(**raw)
+    prior = Prior(float(last.timestamp or 0.0))
+    for m in last.measurements:
+        if m.ok:
             prior.measurements[key_of(m.unit, m.shape, m.vars, m.stage)] = m
-    prior.built = {
-        str(b.get("unit")) for b in data.get("builds", []) if isinstance(b, dict) and b.get("ok")
-    }
-    base_fields = set(Baseline.__dataclass_fields__)
-    for raw in data.get("baselines", []):
-        if isinstance(raw, dict) and raw.get("ok") and set(raw) <= base_fields:
-            b = Baseline(**raw)
+    prior.built = {b.unit for b in last.builds if b.ok}
+    for b in last.baselines:
+        if b.ok:
             prior.baselines[(b.shape, b.stage)] = b
     return prior, ""
 
 
-def _mismatch(data: Any, result: TuneResult, device: dict[str, Any]) -> str:
-    if not isinstance(data, dict):
-        return "it is not a results file"
+def _mismatch(last: TuneResult, result: TuneResult, device: dict[str, Any]) -> str:
     checks = (
-        ("instance", result.instance, "another instance"),
-        ("source_hash", result.source_hash, "the instance renders differently now"),
-        ("shapes", result.shapes, "other shapes"),
-        ("method", result.method, "other timing settings or op list"),
+        (last.instance, result.instance, "another instance"),
+        (last.source_hash, result.source_hash, "the instance renders differently now"),
+        (last.shapes, result.shapes, "other shapes"),
+        (last.method, result.method, "other timing settings or op list"),
     )
-    for key, now, why in checks:
-        if data.get(key) != now:
+    for before, now, why in checks:
+        if before != now:
             return why
-    before = (data.get("device") or {}).get("name")
-    if before != device.get("name"):
-        return f"it ran on {before or 'another GPU'}, this is {device.get('name') or 'unknown'}"
+    name = (last.device or {}).get("name")
+    if name != device.get("name"):
+        return f"it ran on {name or 'another GPU'}, this is {device.get('name') or 'unknown'}"
     return ""
