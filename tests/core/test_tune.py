@@ -383,7 +383,7 @@ def test_an_error_mid_tune_times_nothing_after_it(
     closing cuBLAS runs and no GPU worker is started again after the session ended."""
     import time
 
-    import kls.tune.runner as runner
+    import kls.tune.building as building
 
     _fake_builds(monkeypatch, tmp_path)
     fake = executors.build_task
@@ -393,16 +393,16 @@ def test_an_error_mid_tune_times_nothing_after_it(
         return fake(task, cancel)
 
     monkeypatch.setattr(executors, "build_task", slow)
-    record = runner.Tuner._record_build
+    record = building.record_build
     seen: list[int] = []
 
-    def broken(self: Tuner, *args: object) -> None:
+    def broken(*args: object) -> None:
         seen.append(1)
         if len(seen) == 2:
             raise OSError("No space left on device")
-        record(self, *args)  # type: ignore[arg-type]
+        record(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(runner.Tuner, "_record_build", broken)
+    monkeypatch.setattr(building, "record_build", broken)
     _small_space(project / "kls.toml", 'op_filter = { contains = ["x64_1x2x1"] }')
     log = tmp_path / "requests.log"
     monkeypatch.setenv("KLS_FAKE_LOG", str(log))

@@ -14,6 +14,18 @@ def tensor_layout(spec: TensorSpec | None) -> TensorLayout | None:
     return TensorLayout(spec.dtype.name, spec.shape, spec.stride, spec.offset)
 
 
+GEMM_BUFFERS = ("X", "W", "Bias", "Y")
+
+
+def gemm_layouts(
+    instance: InstanceSpec,
+) -> tuple[TensorLayout | None, TensorLayout | None, TensorLayout | None, TensorLayout | None]:
+    """The layouts of a GEMM's X, W, Bias and Y (None for a tensor the instance leaves out):
+    the one place they are built, for rendering, the op filter and tuning."""
+    x, w, bias, y = (tensor_layout(instance.tensors.get(n)) for n in GEMM_BUFFERS)
+    return x, w, bias, y
+
+
 def op_name(instance: InstanceSpec) -> str:
     """The instance's CUTLASS op: named, or the first match of its filter."""
     return resolve_op_name(

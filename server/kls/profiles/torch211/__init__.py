@@ -12,7 +12,7 @@ from typing import Any
 from kls.cutlass.ops import EmittedOp, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
 from kls.profiles.base import ConfigProblem, Profile, RenderSession, Verdict
-from kls.profiles.common import op_name, sub_templates, tensor_layout
+from kls.profiles.common import GEMM_BUFFERS, gemm_layouts, op_name, sub_templates
 from kls.profiles.names import COMMON, GEMM_2023, SUB_TEMPLATE
 from kls.profiles.torch211.filter import verdicts
 from kls.profiles.torch211.ops import emit_instance_torch211
@@ -39,7 +39,6 @@ GEMM_211 = GEMM_2023 | {
     "epilogue_visitor_tree",
     "dynamic_cluster",
 }
-GEMM_BUFFERS = ("X", "W", "Bias", "Y")
 
 
 class Torch211(Profile):
@@ -130,7 +129,7 @@ class Torch211(Profile):
     def prepare_op(self, instance: InstanceSpec) -> None:
         if instance.kind != "cutlass_gemm":
             return
-        x, w, bias, y = (tensor_layout(instance.tensors.get(n)) for n in GEMM_BUFFERS)
+        x, w, bias, y = gemm_layouts(instance)
         if x is not None and w is not None and y is not None:
             emit_instance_torch211(
                 op_name(instance),
@@ -164,7 +163,7 @@ def _gemm_op(
     r: RenderSession, instance: InstanceSpec, output: Buffer | None, kernel: Torch211Kernel
 ) -> tuple[EmittedOp, Torch211GemmTemplate]:
     name = op_name(instance)
-    x, w, bias, y = (tensor_layout(instance.tensors.get(n)) for n in GEMM_BUFFERS)
+    x, w, bias, y = gemm_layouts(instance)
     if x is None or w is None or y is None or min(len(x.shape), len(w.shape), len(y.shape)) < 2:
         raise ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y of rank >= 2")
     expected = expected_ab_layouts(name)
