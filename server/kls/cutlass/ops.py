@@ -20,6 +20,7 @@ import hashlib
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -154,10 +155,15 @@ def op_names(family: str, level: str = DEFAULT_LEVEL) -> list[str]:
 
 
 def resolve_op_name(
-    name: str | None, contains: tuple[str, ...], arch: str, level: str = DEFAULT_LEVEL
+    name: str | None,
+    contains: tuple[str, ...],
+    arch: str,
+    level: str = DEFAULT_LEVEL,
+    suggest: Callable[[str], str | None] | None = None,
 ) -> str:
     """The op named, or the first op (by name) containing every `contains` fragment, in the
-    list generated at instantiation `level`."""
+    list generated at instantiation `level`. `suggest` gives an unknown name's "did you mean"
+    (None: drawn from every op of the name's family)."""
     families = families_for_arch(arch)
     if name is not None:
         family = family_of(name)
@@ -166,9 +172,9 @@ def resolve_op_name(
             if family not in families:
                 raise OpLookupError(f"op '{name}' is an {family} op; it cannot run on arch {arch}")
             return name
-        raise OpLookupError(
-            f"unknown CUTLASS op '{name}'{_suggest(name, known)}{_level_hint(name, family, level)}"
-        )
+        hint = suggest(name) if suggest is not None else None
+        hint = _suggest(name, known) if hint is None else hint
+        raise OpLookupError(f"unknown CUTLASS op '{name}'{hint}{_level_hint(name, family, level)}")
     for family in families:
         for candidate in op_names(family, level):
             if all(fragment in candidate for fragment in contains):

@@ -28,11 +28,14 @@ def gemm_layouts(
 
 def op_name(instance: InstanceSpec) -> str:
     """The instance's CUTLASS op: named, or the first match of its filter."""
+    from kls.profiles.op_list import suggest_op
+
     return resolve_op_name(
         instance.op,
         instance.op_filter.contains if instance.op_filter else (),
         instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
         instance.instantiation_level,
+        lambda name: suggest_op(instance, name),
     )
 
 

@@ -4,12 +4,14 @@ and strides render as literals; the C contract is one PT_EXPORT entry the templa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from kls.cutlass.ops import Layouts, emit_instance, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
-from kls.profiles.base import ConfigProblem, Profile, RenderSession
+from kls.profiles.base import ConfigProblem, Profile, RenderSession, Verdict
 from kls.profiles.common import layout_letter, op_name, sub_templates
+from kls.profiles.inductor2023.filter import check_op, verdicts
 from kls.profiles.inductor2023.template_api import GemmTemplateAPI, TemplateAPI
 from kls.profiles.names import COMMON, GEMM_2023, SUB_TEMPLATE
 from kls.runtime.buffers import Buffer
@@ -54,7 +56,12 @@ class Inductor2023(Profile):
             return
         swap = instance.should_swap_xw if instance.should_swap_xw else None
         layouts = Layouts(a, b, layout_letter(tensors.get("Bias")), d)
-        emit_instance(op_name(instance), layouts, swap, instance.instantiation_level)
+        name = op_name(instance)
+        check_op(instance, name)
+        emit_instance(name, layouts, swap, instance.instantiation_level)
+
+    def op_verdicts(self, instance: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
+        return verdicts(instance, level)
 
 
 def _gemm_context(
@@ -79,6 +86,7 @@ def _gemm_context(
             "('t' row-major, 'n' column-major); Inductor would never pick this op: change the "
             "tensors' layout or the op"
         )
+    check_op(instance, name)
     swap = instance.should_swap_xw if instance.should_swap_xw else None
     op = emit_instance(
         name, Layouts(a, b, layout_letter(bias), d), swap, instance.instantiation_level

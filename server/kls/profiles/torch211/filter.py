@@ -20,20 +20,8 @@ from kls.cutlass import ops as cutlass_ops
 from kls.instances.schema import InstanceSpec
 from kls.profiles.base import ConfigProblem, OpChoice, Verdict
 from kls.profiles.common import tensor_layout
+from kls.profiles.elements import XW_DTYPES, accumulator_refusal, element_refusal, layout_word
 from kls.profiles.torch211.ops import Refused, emit_torch211, instance_skeleton
-
-# torch dtype name -> cutlass_library DataType names it matches (utils.dtype_match).
-_DTYPE_MATCH = {
-    "float32": ("f32", "tf32"),
-    "float16": ("f16",),
-    "bfloat16": ("bf16",),
-    "int8": ("s8",),
-    "uint8": ("u8",),
-    "int32": ("s32",),
-    "float8_e4m3fn": ("e4m3",),
-    "float8_e5m2": ("e5m2",),
-}
-_XW = ("float16", "bfloat16", "float8_e4m3fn", "int8", "float8_e5m2")  # utils.XW_DTYPES
 
 
 def family_of(conf_name: str) -> str:
@@ -58,14 +46,6 @@ def tile_of(conf_name: str) -> str:
     return m.group(1) if m else "?"
 
 
-def _element(element: Any) -> str:
-    return str(getattr(element, "name", element))
-
-
-def _match(torch_dtype: str, element: Any) -> bool:
-    return _element(element) in _DTYPE_MATCH.get(torch_dtype, ())
-
-
 def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
     """Every generated op of the instance's arch at `level` (default: the instance's), in
     generator order, with Inductor's verdict for these tensors. ConfigProblem when the
@@ -77,19 +57,18 @@ def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
     x, w, bias, y = (tensor_layout(spec.tensors.get(n)) for n in ("X", "W", "Bias", "Y"))
     if x is None or w is None or y is None:
         raise ConfigProblem("a CUTLASS GEMM instance needs tensors X, W and Y")
-    if x.dtype not in _XW or w.dtype not in _XW:
+    if x.dtype not in XW_DTYPES or w.dtype not in XW_DTYPES:
         raise ConfigProblem(
             f"Inductor's CUTLASS GEMM does not take X/W of {x.dtype}/{w.dtype} "
-            f"(it takes {', '.join(_XW)})"
+            f"(it takes {', '.join(XW_DTYPES)})"
         )
     want_3x = _wants_3x(spec)
-    kind = lib.GemmKind.Universal3x if want_3x else lib.GemmKind.Universal
-    accumulator = lib.DataType.s32 if x.dtype == "int8" else lib.DataType.f32
+    dtypes = {"X": x.dtype, "W": w.dtype, "Y": y.dtype}
     level = level or spec.instantiation_level
     skeleton = instance_skeleton(spec.torch_package)
     for family in cutlass_ops.families_for_arch(spec.arch):
         for name, op in cutlass_ops.generated(family, level).items():
-            reason = _refusal(op, kind, want_3x, accumulator, x.dtype, w.dtype, y.dtype, lib)
+            reason = generation_refusal(op, want_3x, lib) or refusal(op, dtypes, lib)
             if reason:
                 yield Verdict(name, None, reason)
                 continue
@@ -107,8 +86,14 @@ def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
             yield Verdict(name, choice)
 
 
-def _wants_3x(spec: InstanceSpec) -> bool:
-    """The template's GEMM generation: that of the instance's current op."""
+def _wants_3x(spec: InstanceSpec) -> bool | None:
+    """The template's GEMM generation: that of the instance's current op (None when that op
+    is unknown, as while it is being typed: then both generations are listed). A named
+    op's generation is its name's prefix (so a misspelt op keeps it)."""
+    if spec.op is not None:
+        if spec.op.startswith("cutlass3x_"):
+            return True
+        return False if spec.op.startswith("cutlass_") else None
     try:
         current = cutlass_ops.resolve_op_name(
             spec.op,
@@ -116,30 +101,28 @@ def _wants_3x(spec: InstanceSpec) -> bool:
             spec.arch,
             spec.instantiation_level,
         )
-    except cutlass_ops.OpLookupError as exc:
-        raise ConfigProblem(f"the instance's own op: {exc}") from None
+    except cutlass_ops.OpLookupError:
+        return None
     return current.startswith("cutlass3x")
 
 
-def _refusal(
-    op: Any, kind: Any, want_3x: bool, accumulator: Any, x: str, w: str, y: str, lib: Any
-) -> str:
-    """Why global_filter_ops or the first checks of filter_op refuse `op` ('' if they don't)."""
-    if op.gemm_kind != kind:
-        this, other = ("3.x", "2.x") if want_3x else ("2.x", "3.x")
-        return f"a CUTLASS {other} op; the template is a {this} GEMM (its current op's)"
+def generation_refusal(op: Any, want_3x: bool | None, lib: Any) -> str:
+    """An op of the other CUTLASS generation than the template's ('' if it is the same)."""
+    if want_3x is None or (op.gemm_kind == lib.GemmKind.Universal3x) == want_3x:
+        return ""
+    this, other = ("3.x", "2.x") if want_3x else ("2.x", "3.x")
+    return f"a CUTLASS {other} op; the template is a {this} GEMM (its current op's)"
+
+
+def refusal(op: Any, dtypes: dict[str, str], lib: Any) -> str:
+    """Why global_filter_ops or filter_op's dtype checks refuse `op` for tensors of `dtypes`
+    (X, W, Y; '' if they don't)."""
     if op.tile_description.math_instruction.opcode_class == lib.OpcodeClass.Simt:
         return "a SIMT op (Inductor considers tensor-core ops only)"
     if op.A.layout.name != "RowMajor" or op.B.layout.name != "ColumnMajor":
-        return "not a 'tn' op (Inductor takes A row-major, B column-major and sets layouts)"
-    for tensor, dtype, element in (("X", x, op.A.element), ("W", w, op.B.element)):
-        if not _match(dtype, element):
-            return f"its {tensor} element is {_element(element)}; tensor {tensor} is {dtype}"
-    if not _match(y, op.D.element):
-        return f"its output element is {_element(op.D.element)}; tensor Y is {y}"
-    if op.accumulator_type() != accumulator:
         return (
-            f"it accumulates in {_element(op.accumulator_type())}; Inductor wants "
-            f"{_element(accumulator)}"
+            f"its A/B layouts are {layout_word(op.A.layout)}/{layout_word(op.B.layout)}: not a "
+            "'tn' op (Inductor considers only A row-major, B column-major ops and sets the "
+            "layouts from the tensors)"
         )
-    return ""
+    return element_refusal(op, dtypes) or accumulator_refusal(op, dtypes["X"])

@@ -398,21 +398,51 @@ def emit_instance_torch211(
     by everything that decides the text; OpLookupError where Inductor would skip the op."""
     skeleton = instance_skeleton(torch_package)
     shape = hashlib.sha256(repr(skeleton).encode()).hexdigest()[:16]
+    # "filtered": the entry also holds the dtype filter's verdict (a refusal is kept too).
     key = json.dumps(["torch-2.11", name, repr(x), repr(w), repr(bias), repr(y), sm, shape])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+    digest = hashlib.sha256(f"filtered {key}".encode()).hexdigest()[:24]
     path = cache_dir("cutlass", cutlass_version(), "emitted") / f"{digest}.json"
     try:
-        return EmittedOp(**json.loads(path.read_text()))
+        data = json.loads(path.read_text())
+        if "refused" in data:
+            raise OpLookupError(data["refused"])
+        return EmittedOp(**data)
     except (OSError, ValueError, TypeError):
         pass
     with GENERATE_LOCK:
         op = generated_op(name, level)
         try:
-            e = emit_torch211(op, x, w, bias, y, sm, skeleton)
+            e = _filtered_emit(op, x, w, bias, y, sm, skeleton)
         except Refused as exc:
-            raise OpLookupError(f"op '{name}': {exc}") from exc
+            refused = f"op '{name}' does not fit the tensors: {exc}"
+            write_atomic(path, json.dumps({"refused": refused}).encode())
+            raise OpLookupError(refused) from exc
     emitted = EmittedOp(
         name, e.definition, e.type_name, e.is_3x, e.should_swap_xw, e.conf_name, e.dynamic_cluster
     )
     write_atomic(path, json.dumps(emitted.__dict__).encode())
     return emitted
+
+
+def _filtered_emit(
+    op: Any,
+    x: TensorLayout,
+    w: TensorLayout,
+    bias: TensorLayout | None,
+    y: TensorLayout,
+    sm: int,
+    skeleton: Skeleton | None,
+) -> Emitted211:
+    """The instance's own op through Inductor's whole filter: its dtype checks
+    (kls.profiles.torch211.filter.refusal), then emit_torch211's."""
+    from cutlass_library import library
+
+    from kls.profiles.torch211.filter import refusal
+
+    reason = refusal(op, {"X": x.dtype, "W": w.dtype, "Y": y.dtype}, library)
+    if reason:
+        raise Refused(
+            f"{reason}; Inductor would never pick it for these tensors: choose an op it "
+            "accepts (`kls ops` lists them)"
+        )
+    return emit_torch211(op, x, w, bias, y, sm, skeleton)
