@@ -61,6 +61,14 @@ def workspace(tmp_path: Path) -> Path:
     return dest
 
 
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """The shipped templates and kls.toml copied as a project of their own (tmp/t), without
+    the checkout's .kls results: what a tune writes and `--apply` edits stays in tmp."""
+    shutil.copytree(TEMPLATES, tmp_path / "t", ignore=shutil.ignore_patterns(".kls"))
+    return tmp_path / "t"
+
+
 def codes(findings: list[Finding]) -> list[str]:
     return [f.code for f in findings]
 

@@ -38,12 +38,6 @@ SM90 = "torch211_sm90_bf16_4096"
 SM80 = "torch211_sm80_bf16_4096"
 
 
-@pytest.fixture()
-def project(tmp_path: Path) -> Path:
-    shutil.copytree(TEMPLATES, tmp_path / "t", ignore=shutil.ignore_patterns(".kls"))
-    return tmp_path / "t"
-
-
 def spec_of(config: Path, name: str) -> InstanceSpec:
     return load_instances(config).instances[name]
 

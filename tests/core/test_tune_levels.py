@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,12 +31,6 @@ SMALL_TILE = (
     "cutlass3x_sm90_tensorop_gemm_bf16_bf16_f32_bf16_bf16_128x32x64_1x2x1_0_tnn_align8"
     "_warpspecialized_cooperative_epi_tma"
 )
-
-
-@pytest.fixture()
-def project(tmp_path: Path) -> Path:
-    shutil.copytree(TEMPLATES, tmp_path / "t", ignore=shutil.ignore_patterns(".kls"))
-    return tmp_path / "t"
 
 
 def _full_generator_names(level: str) -> set[str]:

@@ -10,21 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from lsprotocol import types as lsp
-from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+from tests.capabilities import capabilities
 
 SERVER = ClientServerConfig(server_command=[sys.executable, "-m", "kls.cli", "serve"])
-# VS Code 1.65 and Neovim 0.11 as pytest-lsp records them, and an LSP 3.18 client (VS Code's
-# capabilities plus workspace.textDocumentContent, which no recorded client has yet).
-CLIENTS = ["visual-studio-code", "neovim", "lsp-3.18"]
-
-
-def capabilities(name: str) -> lsp.ClientCapabilities:
-    if name != "lsp-3.18":
-        return client_capabilities(name)
-    caps = client_capabilities("visual-studio-code")
-    assert caps.workspace is not None
-    caps.workspace.text_document_content = lsp.TextDocumentContentClientCapabilities()
-    return caps
 
 
 def open_doc(client: LanguageClient, path: Path, text: str | None = None, version: int = 1) -> str:

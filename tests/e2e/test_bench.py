@@ -3,40 +3,14 @@ staleness (each also in process: tests/lsp/test_bench.py, with the no-GPU messag
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient
 
-from kls.bench.report import BenchReport
-from kls.bench.run import source_hash
-from kls.instances import load_instances
-from kls.render import render
+from tests.bench_history import remember_run
 from tests.e2e.helpers import change_doc, open_doc, wait_diagnostics
-
-
-def remember_run(workspace: Path, instance: str) -> BenchReport:
-    """A previous run's history file, as a GPU run would have left it."""
-    spec = load_instances(workspace / "kls.toml").instances[instance]
-    text = render(spec).text
-    assert text is not None
-    report = BenchReport(
-        instance,
-        True,
-        median_ms=1.62,
-        spread=0.004,
-        samples=200,
-        tflops=679.0,
-        pct_of_baseline=99.0,
-        pct_of_peak=69.0,
-        source_hash=source_hash(text),
-    )
-    folder = workspace / ".kls" / "bench"
-    folder.mkdir(parents=True)
-    (folder / f"{instance}.json").write_text(json.dumps([report.to_json()]))
-    return report
 
 
 @pytest.mark.asyncio

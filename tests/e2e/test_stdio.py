@@ -12,7 +12,8 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 from pytest_lsp import LanguageClient
 
-from tests.e2e.helpers import CLIENTS, change_doc, open_doc, published, wait_diagnostics
+from tests.capabilities import CLIENTS
+from tests.e2e.helpers import change_doc, open_doc, published, wait_diagnostics
 
 each_client = pytest.mark.parametrize("client", CLIENTS, indirect=True)
 

@@ -17,24 +17,18 @@ from typing import Any
 from cattrs import Converter
 from lsprotocol import types as lsp
 from pygls.protocol import default_converter
-from pytest_lsp import client_capabilities
 
 from kls.lsp.protocol_guard import dispatch
 from kls.lsp.server import create_server
 from kls.lsp.state import KlsServer
+from tests.capabilities import capabilities as shared_capabilities
 
 Json = dict[str, Any]
 
 
 def capabilities(name: str) -> lsp.ClientCapabilities:
-    """VS Code and Neovim as pytest-lsp records them; "lsp-3.18" adds textDocumentContent."""
-    structure = _converter().structure
-    if name != "lsp-3.18":
-        return structure(_recorded(name), lsp.ClientCapabilities)
-    caps = structure(_recorded("visual-studio-code"), lsp.ClientCapabilities)
-    assert caps.workspace is not None
-    caps.workspace.text_document_content = lsp.TextDocumentContentClientCapabilities()
-    return caps
+    """tests.capabilities's, structured by the harness's converter."""
+    return shared_capabilities(name, _converter())
 
 
 class LspError(Exception):
@@ -63,11 +57,6 @@ def _converter() -> Converter:
 
     converter.__class__ = RegisterOnce
     return converter
-
-
-@functools.cache
-def _recorded(name: str) -> Json:
-    return default_converter().unstructure(client_capabilities(name))  # type: ignore[no-any-return]
 
 
 class Harness:

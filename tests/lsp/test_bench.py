@@ -3,41 +3,14 @@ inlay hint, staleness, and a clear message without a GPU."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from lsprotocol import types as lsp
 
-from kls.bench.report import BenchReport
-from kls.bench.run import source_hash
-from kls.instances import load_instances
-from kls.render import render
+from tests.bench_history import remember_run
 from tests.conftest import gpu_available
 from tests.lsp.harness import Harness, LspError
-
-
-def remember_run(workspace: Path, instance: str, ok: bool = True) -> BenchReport:
-    """A previous run's history file, as a GPU run would have left it."""
-    spec = load_instances(workspace / "kls.toml").instances[instance]
-    text = render(spec).text
-    assert text is not None
-    report = BenchReport(
-        instance,
-        ok,
-        message="" if ok else "wrong result",
-        median_ms=1.62 if ok else None,
-        spread=0.004,
-        samples=200,
-        tflops=679.0,
-        pct_of_baseline=99.0,
-        pct_of_peak=69.0,
-        source_hash=source_hash(text),
-    )
-    folder = workspace / ".kls" / "bench"
-    folder.mkdir(parents=True)
-    (folder / f"{instance}.json").write_text(json.dumps([report.to_json()]))
-    return report
 
 
 async def test_remembered_result_shows_as_lens_diagnostic_and_hint(
