@@ -192,3 +192,37 @@ def test_the_worker_python_is_kls_own_unless_named(monkeypatch: pytest.MonkeyPat
     assert torch_python() == sys.executable
     monkeypatch.setenv("KLS_TORCH_PYTHON", "/opt/torch/bin/python3")
     assert torch_python() == "/opt/torch/bin/python3"
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+def test_out_of_resource_is_found_before_any_gpu(tmp_path: Path) -> None:
+    """Triton's compile for sm_90 without a GPU: 256x256x128 blocks over 5 stages need 640 KiB
+    of shared memory, beyond an H200's 227 KiB; the registers spill too."""
+    from kls.compile import CompileOptions, compile_instance
+
+    config = _mm_project(tmp_path)
+    big = config.read_text().replace(
+        "BLOCK_M = 64, BLOCK_N = 64, BLOCK_K = 32", "BLOCK_M = 256, BLOCK_N = 256, BLOCK_K = 128"
+    )
+    config.write_text(big + "num_stages = 5\n")
+    result = compile_instance(load_instances(config).instances["mm"], CompileOptions())
+    codes = {f.code: f for f in result.findings}
+    assert not result.ok and "KT862" in codes and "KT863" in codes
+    assert "Required: 655360 Hardware limit: 232448" in codes["KT862"].message
+    template = Path(codes["KT862"].path).read_text().split("\n")
+    assert "def_kernel" in template[codes["KT862"].range.start.line]
+
+
+@needs_torch
+@needs_torch_source
+def test_a_clean_compile_reports_what_it_used(tmp_path: Path) -> None:
+    from kls.compile import CompileOptions, compile_instance
+
+    result = compile_instance(
+        load_instances(_mm_project(tmp_path)).instances["mm"], CompileOptions()
+    )
+    assert result.ok, [f.message for f in result.findings]
+    [used] = [f for f in result.findings if f.code == "KT860"]
+    assert "24576 B shared memory of 232448 B" in used.message

@@ -109,6 +109,21 @@ RULES: dict[str, Rule] = {
             "a helper Inductor registers once (def_kernel; load_input per input) is called twice",
         ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
+        Rule(
+            "KT860",
+            "triton-resources",
+            Severity.INFO,
+            "Triton's compile for the instance's target: registers and shared memory used",
+        ),
+        Rule("KT861", "triton-compile", _E, "Triton's compile of the rendered module failed"),
+        Rule(
+            "KT862",
+            "triton-out-of-resource",
+            _E,
+            "the kernel needs more shared memory than the device gives a block (out of resource "
+            "at autotune time)",
+        ),
+        Rule("KT863", "triton-spill", _W, "the kernel spills registers to local memory"),
         Rule("KT201", "names-count", _E, "names_str count differs from inputs + outputs"),
         Rule("KT202", "reorder-length", _E, "input_reorder length differs from inputs"),
         Rule("KT203", "reorder-permutation", _E, "input_reorder is not a permutation"),

@@ -33,6 +33,7 @@ from kls.compile.toolchain import Toolchain, ToolchainError, find_toolchain, nvc
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.positions import Range
+from kls.profiles import profile
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
 from kls.template.source import findings_to_file
@@ -143,6 +144,13 @@ def _compile_instance(
         raise ValueError(f"mode must be one of {MODES}")
     result = CompileResult(instance.name, options.mode, ok=False)
     started = time.monotonic()
+    if profile(instance.profile).language == "python":  # a Triton module: Triton's compile
+        from kls.compile.triton import compile_triton
+
+        ok, findings, rendered, _figures, cached = compile_triton(instance, overrides)
+        result.ok, result.findings, result.rendered, result.cached = ok, findings, rendered, cached
+        result.seconds = time.monotonic() - started
+        return result
     try:
         toolchain = find_toolchain(options.nvcc, options.cutlass_include)
     except ToolchainError as exc:

@@ -16,6 +16,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import sys
 import traceback
 from dataclasses import dataclass
@@ -188,6 +189,92 @@ class Renderer:
             return {"module": f.read(), "kernel_name": getattr(choice.bmreq, "kernel_name", "")}
 
 
+def compile_module(req: dict[str, Any]) -> dict[str, Any]:
+    """Triton's compile of a rendered module for the request's target, without a GPU: the
+    module's @triton.jit kernel (Inductor's autotuning decorator taken off), its signature and
+    specialisation from the module's own triton_meta. Shared memory from the compile's
+    metadata; registers, stack and local memory from the wheel's cuobjdump."""
+    import ast
+    import importlib.util
+    import subprocess
+    import tempfile
+
+    import triton
+    import triton.backends.nvidia as nvidia
+    from torch._inductor.runtime.hints import DeviceProperties
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    text = req["module"]
+    tree = ast.parse(text)
+    meta_src, kernel, first_line = None, None, 0
+    for node in tree.body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in list(node.decorator_list):
+            if isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "template":
+                for kw in deco.keywords:
+                    if kw.arg == "triton_meta":
+                        meta_src = ast.get_source_segment(text, kw.value)
+                node.decorator_list.remove(deco)
+                kernel, first_line = node.name, node.lineno
+    if kernel is None or meta_src is None:
+        raise LookupError("the module has no Inductor template kernel to compile")
+    folder = tempfile.mkdtemp(prefix="kls-triton-")
+    path = os.path.join(folder, "kernel.py")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(_without_template_decorator(text))
+    spec = importlib.util.spec_from_file_location("kls_triton_kernel", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    meta = eval(meta_src, {"DeviceProperties": DeviceProperties})  # the module's own literal
+    configs = meta.get("configs") or [None]
+    source = ASTSource(getattr(module, kernel), dict(meta["signature"]), {}, attrs=configs[0])
+    cc = int(req.get("cc", 90))
+    compiled = triton.compile(
+        source,
+        target=GPUTarget("cuda", cc, 32),
+        options={"num_warps": int(req["num_warps"]), "num_stages": int(req["num_stages"])},
+    )
+    usage: dict[str, int | None] = {"REG": None, "STACK": None, "LOCAL": None}
+    cubin = os.path.join(folder, "kernel.cubin")
+    with open(cubin, "wb") as f:
+        f.write(compiled.asm["cubin"])
+    tool = os.path.join(os.path.dirname(nvidia.__file__), "bin", "cuobjdump")
+    dump = subprocess.run(
+        [tool, "--dump-resource-usage", cubin], capture_output=True, text=True, timeout=60
+    ).stdout
+    for key in usage:
+        found = re.search(rf"\b{key}:(\d+)", dump)
+        usage[key] = int(found.group(1)) if found else None
+    return {
+        "shared": int(compiled.metadata.shared),
+        "registers": usage["REG"],
+        "stack": usage["STACK"],
+        "local": usage["LOCAL"],
+        "kernel_line": first_line - 1,
+        "ptx": compiled.asm.get("ptx", "")[:2_000_000],
+    }
+
+
+def _without_template_decorator(text: str) -> str:
+    """The module with `@triton_heuristics.template(...)` removed (kept line numbers: the
+    decorator's lines become blank), so compile errors name the module's own lines."""
+    import ast
+
+    tree = ast.parse(text)
+    lines = text.split("\n")
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "template":
+                    start, end = deco.lineno - 1, (deco.end_lineno or deco.lineno)
+                    for i in range(start, end):
+                        lines[i] = ""
+    return "\n".join(lines)
+
+
 def _inductor_function(exc: BaseException) -> str | None:
     """The innermost function of Inductor's own code the exception passed through."""
     name = None
@@ -210,6 +297,8 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
     if renderer is None:
         return {"error": {"kind": "unavailable", "message": "torch is not importable"}}
     try:
+        if req.get("kind") == "compile":
+            return compile_module(req)
         return renderer.render(req)
     except Exception as exc:
         message = str(exc) or type(exc).__name__
@@ -225,7 +314,10 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(os.getcwd(), ".kls-inductor"))
+    from kls.cache_dir import cache_dir
+
+    # Inductor's own caches go to kls's cache, never into the user's project.
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir("inductor")))
     try:
         renderer: Renderer | None = Renderer()
         ready: dict[str, Any] = {"ready": True}
