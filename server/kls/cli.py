@@ -227,6 +227,20 @@ def _parser() -> argparse.ArgumentParser:
     _add_render_limits(tune)
     tune.set_defaults(func=cmd_tune)
 
+    ops = sub.add_parser(
+        "ops",
+        help="the CUTLASS ops Inductor would accept for an instance's tensors, arch and level, "
+        "and why it refuses each other one",
+    )
+    ops.add_argument("template", type=Path, help=TEMPLATE_HELP + ", or kls.toml")
+    ops.add_argument("--instance", "-i", help="the instance (may be left out when it is alone)")
+    ops.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
+    ops.add_argument("--level", help="cutlass_instantiation_level (default: the instance's)")
+    ops.add_argument("--contains", action="append", default=[], help="only ops containing this")
+    ops.add_argument("--refused", action="store_true", help="list the refused ops and why")
+    _add_extra_root(ops)
+    ops.set_defaults(func=cmd_ops)
+
     cache = sub.add_parser(
         "cache",
         help="what kls keeps on disk: compile and preamble caches, CUTLASS op lists, unpacked "
@@ -824,6 +838,55 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if args.render_timeout is None:  # builds render in fresh processes, many at once
         configure(WorkerLimits(memory_mb=int(args.render_memory or DEFAULT_MEMORY_MB), seconds=120))
     return run(args, spec)
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from kls.profiles import ConfigProblem
+    from kls.profiles.op_list import op_list
+
+    if Path(args.template).name.endswith(".toml") and args.config is None:
+        args.config = args.template
+    spec = _selected_instance(args)
+    if spec is None:
+        return EXIT_USAGE
+    try:
+        found = op_list(spec, args.level)
+    except ConfigProblem as exc:
+        print(f"kls: instance '{spec.name}': {exc}", file=sys.stderr)
+        return EXIT_FINDINGS
+    contains: list[str] = args.contains
+
+    def keep(name: str) -> bool:
+        return all(part in name for part in contains)
+
+    accepted = [c for c in found.accepted if keep(c.op)]
+    refused = [(n, r) for n, r in found.refused if keep(n)] if args.refused else []
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "instance": spec.name,
+                    "level": found.level,
+                    "accepted": [dataclasses.asdict(c) for c in accepted],
+                    "refused": [{"op": n, "reason": r} for n, r in refused],
+                    "refused_total": sum(1 for n, _ in found.refused if keep(n)),
+                },
+                indent=2,
+            )
+        )
+        return EXIT_OK
+    for c in accepted:
+        print(f"{c.op}  [{c.family}, {c.tile}]")
+    for n, r in refused:
+        print(f"{n}  refused: {r}")
+    total = sum(1 for n, _ in found.refused if keep(n))
+    print(
+        f"kls: {len(accepted)} op(s) accepted, {total} refused for instance '{spec.name}' at "
+        f'cutlass_instantiation_level "{found.level}"'
+        + ("" if args.refused else " (--refused lists them with the reason)"),
+        file=sys.stderr,
+    )
+    return EXIT_OK
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
