@@ -141,6 +141,23 @@ def sections(text: str, needle: str) -> str:
     return "\n".join(out)
 
 
+def _triton_section() -> str:
+    """The Triton profile: helpers passed as plain names, what each renders to, its traps."""
+    from kls.profiles.triton.helpers import HELPER_DOCS, INSTANCE_EXAMPLE
+
+    rows = "\n".join(
+        f"| `{name}` | {renders} | {trap} |" for name, (renders, trap) in HELPER_DOCS.items()
+    )
+    return (
+        "Inductor renders these templates itself (kls runs its render in a torch worker, "
+        "in kls's sandbox, with the instance's device model); the helpers are plain names, "
+        "not `kernel.` attributes, and every `vars` entry is both a Jinja name and a "
+        "`NAME : tl.constexpr = <str(value)>` line of the kernel.\n\n"
+        "| helper | renders to | trap kls reports |\n|---|---|---|\n"
+        f"{rows}\n\nAn instance:\n\n```toml\n{INSTANCE_EXAMPLE}```\n"
+    )
+
+
 def generate() -> str:
     profiles = "\n".join(f"- `{p.name}`: mirrors {p.mirrors}." for p in PROFILES.values())
     tensors = "\n".join(
@@ -151,6 +168,9 @@ def generate() -> str:
     parts = [INTRO.format(profiles=profiles, tensors=tensors, def_kernel=EXAMPLE_DEF_KERNEL)]
     for p in PROFILES.values():
         parts.append(f"## Profile `{p.name}`\n\nMirrors {p.mirrors}.\n")
+        if p.language == "python":
+            parts.append(_triton_section())
+            continue
         table = helpers(p.name)
         for owner in ("kernel", "template"):
             parts.append(f"### `{owner}.*`\n")

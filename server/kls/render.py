@@ -9,15 +9,14 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
 
-from kls.cuda_syntax import ParseOutcome
-from kls.cutlass.ops import EmittedOp, OpLookupError
+from kls.cutlass.ops import OpLookupError
 from kls.findings import Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES
 from kls.instances.roots import (
@@ -29,9 +28,10 @@ from kls.instances.roots import (
 from kls.instances.schema import InstanceSpec
 from kls.profiles import ConfigProblem, profile
 from kls.runtime.buffers import Buffer
-from kls.runtime.kernel import CParam, Kernel
+from kls.runtime.kernel import Kernel
 from kls.runtime.policy import AllowlistSandbox, SandboxLimit
-from kls.runtime.record import CallRecord, Recorder, RenderAbort, RuntimeFinding, Site
+from kls.runtime.record import Recorder, RenderAbort, RuntimeFinding, Site
+from kls.runtime.result import RenderResult
 from kls.sourcemap import (
     Origin,
     OutputRecorder,
@@ -43,6 +43,8 @@ from kls.sourcemap import (
     template_shape,
 )
 from kls.template.source import SourceError, is_python_ref, read_source
+
+__all__ = ["LimitExceeded", "Limits", "RenderResult", "context_names", "prepare_op", "render"]
 
 # Compiled template code, process-wide (it holds no per-render state: the source-map positions
 # it records are constants, and the recorder is the environment's).
@@ -77,27 +79,6 @@ class Limits:
 
 class LimitExceeded(Exception):
     pass
-
-
-@dataclass
-class RenderResult:
-    instance: InstanceSpec
-    text: str | None
-    source_map: SourceMap | None
-    calls: list[CallRecord]
-    findings: list[RuntimeFinding]
-    params: list[CParam] = field(default_factory=list)
-    kernel: Kernel | None = None
-    op: EmittedOp | None = None
-    files: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-    # tree-sitter's parse of `text` (KT501), done by the render worker after the render;
-    # None: not parsed (kls.checks.syntax then asks a worker to parse it).
-    syntax: ParseOutcome | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.text is not None
 
 
 _DEBUG_INFO: dict[str, list[tuple[int, int]]] = {}  # Jinja's debug_info string, parsed

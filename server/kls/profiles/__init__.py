@@ -9,7 +9,7 @@ a package beside these and one `register` line below (docs/PROFILES.md).
 from __future__ import annotations
 
 from kls.instances.schema import RENAMED_PROFILES
-from kls.profiles import inductor2023, torch211, triton
+from kls.profiles import inductor2023, op_list, torch211, triton
 from kls.profiles.base import ConfigProblem, OpChoice, Profile, RenderSession, Verdict
 
 PROFILES: dict[str, Profile] = {}
@@ -26,6 +26,7 @@ register(torch211.PROFILE)
 register(triton.PROFILE)
 
 DEFAULT = inductor2023.PROFILE.name
+op_list.profile_of = lambda name: profile(name)
 
 
 def profile(name: str) -> Profile:

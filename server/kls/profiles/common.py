@@ -3,7 +3,8 @@ layouts, the argument/epilogue sub-templates."""
 
 from __future__ import annotations
 
-from kls.cutlass.ops import TensorLayout, resolve_op_name
+from kls.cutlass import ops as cutlass_ops
+from kls.cutlass.ops import TensorLayout
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.profiles.base import RenderSession
 
@@ -26,19 +27,6 @@ def gemm_layouts(
     return x, w, bias, y
 
 
-def op_name(instance: InstanceSpec) -> str:
-    """The instance's CUTLASS op: named, or the first match of its filter."""
-    from kls.profiles.op_list import suggest_op
-
-    return resolve_op_name(
-        instance.op,
-        instance.op_filter.contains if instance.op_filter else (),
-        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
-        instance.instantiation_level,
-        lambda name: suggest_op(instance, name),
-    )
-
-
 def layout_letter(spec: TensorSpec | None) -> str | None:
     if spec is None or spec.rank < 2:
         return None
@@ -56,3 +44,23 @@ def sub_templates(r: RenderSession, instance: InstanceSpec) -> tuple[str | None,
         if text is not None and path is not None:
             r.text_to_path[text] = str(path)
     return argument_text, epilogue_text
+
+
+def wants_3x(spec: InstanceSpec) -> bool | None:
+    """The template's GEMM generation: that of the instance's current op (None when that op
+    is unknown, as while it is being typed: then both generations are listed). A named
+    op's generation is its name's prefix (so a misspelt op keeps it)."""
+    if spec.op is not None:
+        if spec.op.startswith("cutlass3x_"):
+            return True
+        return False if spec.op.startswith("cutlass_") else None
+    try:
+        current = cutlass_ops.resolve_op_name(
+            spec.op,
+            spec.op_filter.contains if spec.op_filter else (),
+            spec.arch,
+            spec.instantiation_level,
+        )
+    except cutlass_ops.OpLookupError:
+        return None
+    return current.startswith("cutlass3x")

@@ -8,13 +8,15 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kls.cache_dir import cache_dir, write_atomic
-from kls.cutlass.ops import DEFAULT_LEVEL, cutlass_version
+from kls.cutlass.ops import DEFAULT_LEVEL, cutlass_version, resolve_op_name
 from kls.instances.schema import InstanceSpec
-from kls.profiles.base import OpChoice, Verdict
+from kls.profiles.base import OpChoice, Profile, Verdict
+from kls.profiles.common import wants_3x
 
 
 @dataclass(frozen=True)
@@ -33,19 +35,19 @@ class OpList:
 def signature(spec: InstanceSpec, level: str | None = None) -> str:
     """What an op list depends on: profile, arch, the GEMM tensors, the template's GEMM
     generation (its current op's), the torch source and the level (not the op's name)."""
-    from kls.profiles.torch211.filter import _wants_3x
-
     tensors = {
         n: [t.dtype.name, list(t.shape), list(t.stride), t.offset] if t is not None else None
         for n, t in sorted(spec.tensors.items())
     }
     parts: list[Any] = [spec.profile, spec.kind, spec.arch, spec.sm, tensors]
-    parts += [_wants_3x(spec), str(spec.torch_package), level or spec.instantiation_level]
+    parts += [wants_3x(spec), str(spec.torch_package), level or spec.instantiation_level]
     text = json.dumps([cutlass_version(), *parts], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
 _LOCK = threading.Lock()
+# The registry's lookup, set by kls.profiles when it loads (its packages import this module).
+profile_of: Callable[[str], Profile] | None = None
 
 
 def op_list(spec: InstanceSpec, level: str | None = None) -> OpList:
@@ -58,9 +60,8 @@ def op_list(spec: InstanceSpec, level: str | None = None) -> OpList:
     with _LOCK:
         found = _remembered(key) or _read(key, level)
         if found is None:
-            from kls.profiles import profile
-
-            found = _build(key, level, profile(spec.profile).op_verdicts(spec, level))
+            assert profile_of is not None, "kls.profiles registers itself on import"
+            found = _build(key, level, profile_of(spec.profile).op_verdicts(spec, level))
             _write(found)
         _MEMORY[key] = found
         while len(_MEMORY) > 16:
@@ -124,4 +125,15 @@ def suggest_op(spec: InstanceSpec, name: str) -> str | None:
         return None
     return did_you_mean(name, names, cutoff=0.5) or (
         " (no op Inductor accepts for these tensors is close: `kls ops` lists them)"
+    )
+
+
+def op_name(instance: InstanceSpec) -> str:
+    """The instance's CUTLASS op: named, or the first match of its filter."""
+    return resolve_op_name(
+        instance.op,
+        instance.op_filter.contains if instance.op_filter else (),
+        instance.op_filter.arch or instance.arch if instance.op_filter else instance.arch,
+        instance.instantiation_level,
+        lambda name: suggest_op(instance, name),
     )

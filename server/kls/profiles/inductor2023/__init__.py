@@ -10,10 +10,11 @@ from typing import Any
 from kls.cutlass.ops import Layouts, emit_instance, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
 from kls.profiles.base import ConfigProblem, Profile, RenderSession, Verdict
-from kls.profiles.common import layout_letter, op_name, sub_templates
+from kls.profiles.common import layout_letter, sub_templates
 from kls.profiles.inductor2023.filter import check_op, verdicts
 from kls.profiles.inductor2023.template_api import GemmTemplateAPI, TemplateAPI
 from kls.profiles.names import COMMON, GEMM_2023, SUB_TEMPLATE
+from kls.profiles.op_list import op_name
 from kls.runtime.buffers import Buffer
 from kls.runtime.kernel import RESERVED_C_NAMES, SIGNATURE_C_NAMES, Kernel
 

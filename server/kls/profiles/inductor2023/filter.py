@@ -61,10 +61,10 @@ def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
     generator order, with the 2023 filter's verdict for these tensors."""
     from cutlass_library import library as lib
 
-    from kls.profiles.torch211.filter import _wants_3x
+    from kls.profiles.common import wants_3x
 
     dtypes, letters = _inputs(spec)
-    want_3x = _wants_3x(spec)
+    want_3x = wants_3x(spec)
     level = level or spec.instantiation_level
     for family in cutlass_ops.families_for_arch(spec.arch):
         for name, op in cutlass_ops.generated(family, level).items():

@@ -12,8 +12,9 @@ from typing import Any
 from kls.cutlass.ops import EmittedOp, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
 from kls.profiles.base import ConfigProblem, Profile, RenderSession, Verdict
-from kls.profiles.common import GEMM_BUFFERS, gemm_layouts, op_name, sub_templates
+from kls.profiles.common import GEMM_BUFFERS, gemm_layouts, sub_templates
 from kls.profiles.names import COMMON, GEMM_2023, SUB_TEMPLATE
+from kls.profiles.op_list import op_name
 from kls.profiles.torch211.filter import verdicts
 from kls.profiles.torch211.ops import emit_instance_torch211
 from kls.profiles.torch211.runtime import (

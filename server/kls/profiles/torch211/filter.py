@@ -19,9 +19,9 @@ from typing import Any
 from kls.cutlass import ops as cutlass_ops
 from kls.instances.schema import InstanceSpec
 from kls.profiles.base import ConfigProblem, OpChoice, Verdict
-from kls.profiles.common import tensor_layout
-from kls.profiles.elements import XW_DTYPES, accumulator_refusal, element_refusal, layout_word
-from kls.profiles.torch211.ops import Refused, emit_torch211, instance_skeleton
+from kls.profiles.common import tensor_layout, wants_3x
+from kls.profiles.elements import XW_DTYPES
+from kls.profiles.torch211.ops import Refused, emit_torch211, instance_skeleton, refusal
 
 
 def family_of(conf_name: str) -> str:
@@ -62,7 +62,7 @@ def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
             f"Inductor's CUTLASS GEMM does not take X/W of {x.dtype}/{w.dtype} "
             f"(it takes {', '.join(XW_DTYPES)})"
         )
-    want_3x = _wants_3x(spec)
+    want_3x = wants_3x(spec)
     dtypes = {"X": x.dtype, "W": w.dtype, "Y": y.dtype}
     level = level or spec.instantiation_level
     skeleton = instance_skeleton(spec.torch_package)
@@ -86,43 +86,9 @@ def verdicts(spec: InstanceSpec, level: str | None = None) -> Iterator[Verdict]:
             yield Verdict(name, choice)
 
 
-def _wants_3x(spec: InstanceSpec) -> bool | None:
-    """The template's GEMM generation: that of the instance's current op (None when that op
-    is unknown, as while it is being typed: then both generations are listed). A named
-    op's generation is its name's prefix (so a misspelt op keeps it)."""
-    if spec.op is not None:
-        if spec.op.startswith("cutlass3x_"):
-            return True
-        return False if spec.op.startswith("cutlass_") else None
-    try:
-        current = cutlass_ops.resolve_op_name(
-            spec.op,
-            spec.op_filter.contains if spec.op_filter else (),
-            spec.arch,
-            spec.instantiation_level,
-        )
-    except cutlass_ops.OpLookupError:
-        return None
-    return current.startswith("cutlass3x")
-
-
 def generation_refusal(op: Any, want_3x: bool | None, lib: Any) -> str:
     """An op of the other CUTLASS generation than the template's ('' if it is the same)."""
     if want_3x is None or (op.gemm_kind == lib.GemmKind.Universal3x) == want_3x:
         return ""
     this, other = ("3.x", "2.x") if want_3x else ("2.x", "3.x")
     return f"a CUTLASS {other} op; the template is a {this} GEMM (its current op's)"
-
-
-def refusal(op: Any, dtypes: dict[str, str], lib: Any) -> str:
-    """Why global_filter_ops or filter_op's dtype checks refuse `op` for tensors of `dtypes`
-    (X, W, Y; '' if they don't)."""
-    if op.tile_description.math_instruction.opcode_class == lib.OpcodeClass.Simt:
-        return "a SIMT op (Inductor considers tensor-core ops only)"
-    if op.A.layout.name != "RowMajor" or op.B.layout.name != "ColumnMajor":
-        return (
-            f"its A/B layouts are {layout_word(op.A.layout)}/{layout_word(op.B.layout)}: not a "
-            "'tn' op (Inductor considers only A row-major, B column-major ops and sets the "
-            "layouts from the tensors)"
-        )
-    return element_refusal(op, dtypes) or accumulator_refusal(op, dtypes["X"])

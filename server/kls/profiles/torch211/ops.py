@@ -37,6 +37,7 @@ from kls.cutlass.ops import (
     cutlass_version,
     generated_op,
 )
+from kls.profiles.elements import accumulator_refusal, element_refusal, layout_word
 from kls.upstream.blocks import UpstreamTextError, attribute_string
 
 # Default of config.cutlass.cutlass_dynamic_cluster_shape (and of the fallback).
@@ -437,8 +438,6 @@ def _filtered_emit(
     (kls.profiles.torch211.filter.refusal), then emit_torch211's."""
     from cutlass_library import library
 
-    from kls.profiles.torch211.filter import refusal
-
     reason = refusal(op, {"X": x.dtype, "W": w.dtype, "Y": y.dtype}, library)
     if reason:
         raise Refused(
@@ -446,3 +445,17 @@ def _filtered_emit(
             "accepts (`kls ops` lists them)"
         )
     return emit_torch211(op, x, w, bias, y, sm, skeleton)
+
+
+def refusal(op: Any, dtypes: dict[str, str], lib: Any) -> str:
+    """Why global_filter_ops or filter_op's dtype checks refuse `op` for tensors of `dtypes`
+    (X, W, Y; '' if they don't)."""
+    if op.tile_description.math_instruction.opcode_class == lib.OpcodeClass.Simt:
+        return "a SIMT op (Inductor considers tensor-core ops only)"
+    if op.A.layout.name != "RowMajor" or op.B.layout.name != "ColumnMajor":
+        return (
+            f"its A/B layouts are {layout_word(op.A.layout)}/{layout_word(op.B.layout)}: not a "
+            "'tn' op (Inductor considers only A row-major, B column-major ops and sets the "
+            "layouts from the tensors)"
+        )
+    return element_refusal(op, dtypes) or accumulator_refusal(op, dtypes["X"])

@@ -19,8 +19,10 @@ from kls.profiles.base import Profile
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker
 from kls.profiles.triton.errors import finding_for
+from kls.profiles.triton.tensors import output_name
 from kls.runtime.kernel import SIGNATURE_C_NAMES
 from kls.runtime.record import RuntimeFinding, Site
+from kls.runtime.result import RenderResult
 from kls.sourcemap import Origin, SourceMap
 from kls.template.source import read_source
 
@@ -38,13 +40,6 @@ HELPERS = frozenset(
         "gen_defines",
     }
 )
-OUTPUT_NAMES = ("out", "output", "Y")
-
-
-def output_name(instance: InstanceSpec) -> str | None:
-    """The tensor that is the template's output: `out` (or `output`, `Y`), else the last."""
-    names = list(instance.tensors)
-    return next((n for n in OUTPUT_NAMES if n in instance.tensors), names[-1] if names else None)
 
 
 def _tensor(spec: TensorSpec, name: str) -> dict[str, Any]:
@@ -89,8 +84,6 @@ class Triton(Profile):
         }
 
     def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
-        from kls.render import RenderResult
-
         path = str(instance.template)
         result = RenderResult(instance, None, None, [], [])
         result.files = [path]

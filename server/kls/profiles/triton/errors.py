@@ -12,12 +12,11 @@ from typing import Any
 
 from kls.findings import Severity
 from kls.instances.schema import InstanceSpec
+from kls.profiles.triton.tensors import output_name
 from kls.runtime.record import RuntimeFinding, Site
 
 
 def _names(instance: InstanceSpec) -> str:
-    from kls.profiles.triton import output_name
-
     out = output_name(instance)
     return ", ".join(n for n in instance.tensors if n != out) or "none"
 
