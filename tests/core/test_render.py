@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -187,6 +188,8 @@ def test_shipped_templates_check_clean() -> None:
     instances (Inductor's own templates) were skipped."""
     result = check_paths([TEMPLATES])
     expected = [] if torch_source() is not None else ["KT007"]
+    if torch_source() is not None and importlib.util.find_spec("torch") is None:
+        expected = ["KT800"]  # the Triton instances: static checks only, said once
     assert [f.code for f in result.findings] == expected
     assert sorted(result.renders) == sorted(SHIPPED.instances)
 
