@@ -11,7 +11,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 from jinja2.exceptions import SecurityError, TemplateSyntaxError, UndefinedError
@@ -253,6 +253,9 @@ def render(
     builds the source map, out of band (kls.sourcemap). `mark=False` skips the map (used to
     prove that mapping never changes the output).
     """
+    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {})
+    if elsewhere is not None:  # e.g. Inductor's own render of a Triton template
+        return cast(RenderResult, elsewhere)
     r = _Renderer(instance, overrides or {}, limits or Limits(), mark)
     result = RenderResult(instance, None, None, r.recorder.calls, r.recorder.findings)
     result.kernel = r.kernel

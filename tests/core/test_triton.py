@@ -226,3 +226,24 @@ def test_a_clean_compile_reports_what_it_used(tmp_path: Path) -> None:
     assert result.ok, [f.message for f in result.findings]
     [used] = [f for f in result.findings if f.code == "KT860"]
     assert "24576 B shared memory of 232448 B" in used.message
+
+
+SHIPPED_TRITON = sorted(
+    n
+    for n, i in load_instances(
+        Path(__file__).parents[2] / "templates" / "kls.toml"
+    ).instances.items()
+    if i.profile == "triton"
+)
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.parametrize("name", SHIPPED_TRITON)
+def test_shipped_triton_instances_render_with_every_line_mapped(name: str) -> None:
+    spec = load_instances(SHIPPED_CONFIG).instances[name]
+    result = render_isolated(spec)
+    assert result.text is not None, [f.message for f in result.findings]
+    assert result.source_map is not None
+    assert all(o is not None for o in result.source_map.origins)
+    assert "@triton.jit" in result.text
