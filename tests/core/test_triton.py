@@ -228,12 +228,9 @@ def test_a_clean_compile_reports_what_it_used(tmp_path: Path) -> None:
     assert "24576 B shared memory of 232448 B" in used.message
 
 
+SHIPPED_CONFIG = Path(__file__).parents[2] / "templates" / "kls.toml"
 SHIPPED_TRITON = sorted(
-    n
-    for n, i in load_instances(
-        Path(__file__).parents[2] / "templates" / "kls.toml"
-    ).instances.items()
-    if i.profile == "triton"
+    n for n, i in load_instances(SHIPPED_CONFIG).instances.items() if i.profile == "triton"
 )
 
 
