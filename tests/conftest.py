@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -130,3 +130,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def torch_allowed_again() -> Iterator[None]:
+    """A language server in the test process turns the torch worker off until its settings
+    (kls.profiles.triton.client.allow_torch); the next test starts as the CLI does."""
+    yield
+    from kls.profiles.triton.client import allow_torch
+
+    allow_torch(True)

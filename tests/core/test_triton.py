@@ -14,6 +14,7 @@ import pytest
 from kls.checks.run import check_paths
 from kls.findings import Severity
 from kls.instances import load_instances
+from kls.lsp.settings import Settings
 from kls.profiles import profile
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import torch_python
@@ -244,3 +245,39 @@ def test_shipped_triton_instances_render_with_every_line_mapped(name: str) -> No
     assert result.source_map is not None
     assert all(o is not None for o in result.source_map.origins)
     assert "@triton.jit" in result.text
+
+
+def test_torch_is_not_run_where_it_is_not_allowed(tmp_path: Path) -> None:
+    """An untrusted workspace, or a server before the client's settings: no torch worker
+    starts; the instance gets its static checks and one note that says why."""
+    from kls.profiles.triton.client import allow_torch
+
+    spec = _instance(tmp_path).instances["k"]  # type: ignore[attr-defined]
+    allow_torch(False, "off in an untrusted workspace")
+    try:
+        result = render_isolated(spec)
+    finally:
+        allow_torch(True)
+    assert result.text is None
+    [note] = result.findings
+    assert (note.code, note.severity) == ("KT800", Severity.INFO)
+    assert "untrusted" in note.message
+
+
+async def test_the_server_allows_torch_only_with_trusted_settings() -> None:
+    from lsprotocol import types as lsp
+
+    from kls.profiles.triton import client
+    from tests.lsp.harness import Harness
+
+    harness = Harness()
+    await harness.initialize(lsp.ClientCapabilities())  # no settings yet
+    try:
+        assert client._ALLOWED[0] is not None and "settings" in client._ALLOWED[0]
+        harness.server.apply_settings(Settings.from_client({"workspaceTrusted": False}))
+        assert client._ALLOWED[0] is not None and "untrusted" in client._ALLOWED[0]
+        harness.server.apply_settings(Settings.from_client({"workspaceTrusted": True}))
+        assert client._ALLOWED[0] is None
+    finally:
+        await harness.close()
+        client.allow_torch(True)

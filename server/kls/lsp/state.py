@@ -33,6 +33,7 @@ from kls.lsp.offload import off_loop
 from kls.lsp.protocol import CompileMode, DiagnosticSource
 from kls.lsp.protocol_guard import GuardedProtocol
 from kls.lsp.settings import Settings
+from kls.profiles.triton.client import allow_torch
 from kls.render import RenderResult
 from kls.sandbox.workers import configure as configure_render_workers
 from kls.sandbox.workers import render_isolated
@@ -41,6 +42,14 @@ from kls.upstream.locate import forget as forget_torch_source
 from kls.upstream.locate import set_explicit
 
 log = logging.getLogger(__name__)
+NO_TORCH_BEFORE_SETTINGS = (
+    "Triton templates are rendered by Inductor (torch) once the editor's settings arrive; "
+    "until then only the static checks run"
+)
+NO_TORCH_UNTRUSTED = (
+    "Triton templates: Inductor's render runs torch, which is off in an untrusted workspace "
+    "(static checks only); trust the workspace to render them"
+)
 PREVIEW_SCHEME = "kls-preview"
 
 
@@ -182,6 +191,7 @@ class KlsServer(LanguageServer):
         # workspace/configuration reply or didChangeConfiguration's): before that nothing
         # that runs a tool starts, whatever the defaults say (fail closed).
         self.settings_known = False
+        allow_torch(False, NO_TORCH_BEFORE_SETTINGS)
         self._settings_arrived = asyncio.Event()
         self.active: dict[str, str] = {}  # template path -> instance name the user chose
         self.previews: set[str] = set()  # preview URIs a client has opened
@@ -347,6 +357,7 @@ class KlsServer(LanguageServer):
             self.forget_configs()  # configs are read with these: read them again
         self.settings = settings
         configure_render_workers(settings.worker_limits())
+        allow_torch(settings.workspace_trusted, NO_TORCH_UNTRUSTED)
         first = not self.settings_known
         self.settings_known = True
         self._settings_arrived.set()

@@ -28,7 +28,16 @@ _REMEMBERED = 64
 
 
 class WorkerUnavailable(Exception):
-    """No torch to render with; the message says what to do."""
+    """No torch to render with, or not allowed to start it; the message says what to do."""
+
+
+# Whether this process may run torch on templates. The CLI may (a person ran it); the language
+# server may only once the client's settings say the workspace is trusted.
+_ALLOWED: list[str | None] = [None]  # None: allowed; else why not
+
+
+def allow_torch(allowed: bool, why: str = "") -> None:
+    _ALLOWED[0] = None if allowed else why
 
 
 def torch_python() -> str:
@@ -50,6 +59,8 @@ class TorchWorker:
     def render(self, request: dict[str, Any]) -> dict[str, Any]:
         """Inductor's answer to `request` (kls.profiles.triton.worker), or WorkerUnavailable."""
         key = json.dumps(request)  # in order: Inductor emits the config in the order it is given
+        if _ALLOWED[0] is not None:
+            raise WorkerUnavailable(_ALLOWED[0])
         with self._lock:
             found = self._remembered.get(key)
             if found is not None:
