@@ -258,7 +258,8 @@ def _parser() -> argparse.ArgumentParser:
     rules.add_argument(
         "--profile",
         help="also list what templates of this profile may use: helpers, context names, "
-        "reserved C names (inductor-2023, torch-2.11)",
+        "reserved C names, the rules only its templates raise (inductor-2023, torch-2.11, "
+        "triton)",
     )
     rules.set_defaults(func=cmd_rules)
 
@@ -932,6 +933,7 @@ def cmd_rules(args: argparse.Namespace) -> int:
     for rule in RULES.values():
         print(f"{rule.code}\t{rule.severity.label}\t{rule.name}\t{rule.summary}")
     if args.profile:
+        from kls.checks.catalogue import profile_rules
         from kls.checks.signatures import helpers
         from kls.profiles import PROFILES, profile
 
@@ -948,7 +950,12 @@ def cmd_rules(args: argparse.Namespace) -> int:
             attrs = sorted(facts.api(owner) - {n for o, n in table if o == owner})
             if attrs:
                 print(f"attribute\t{', '.join(f'{owner}.{a}' for a in attrs)}")
-        for kind in ("cutlass_gemm", "cuda"):
+        for own in profile_rules(facts.name):
+            print(f"rule\t{own.code}\t{own.severity.label}\t{own.name}\t{own.summary}")
+        for kind in [k for k in ("cutlass_gemm", "cuda", "triton") if k in facts.context] or [
+            "cutlass_gemm",
+            "cuda",
+        ]:
             buffers = set(facts.gemm_buffers) if kind == "cutlass_gemm" else set()
             names = ", ".join(sorted(facts.context_names(kind) | buffers))
             print(f"context\t{kind}\t{names}")

@@ -1,7 +1,9 @@
 """The rule catalogue: stable codes, default severities, what each rule means.
 
 Families: KT0xx instance config, KT1xx Jinja, KT2xx kernel signature and buffer names, KT3xx
-helper calls, KT4xx the C contract, KT5xx rendered CUDA syntax, KT6xx nvcc, KT7xx benchmark.
+helper calls, KT4xx the C contract, KT5xx rendered CUDA syntax, KT6xx nvcc, KT7xx benchmark;
+Triton templates (the `triton` profile): KT80x-KT81x the template API, KT85x the rendered
+module, KT86x Triton's compile.
 """
 
 from __future__ import annotations
@@ -108,6 +110,44 @@ RULES: dict[str, Rule] = {
             _E,
             "a helper Inductor registers once (def_kernel; load_input per input) is called twice",
         ),
+        Rule(
+            "KT806",
+            "triton-index-out-of-rank",
+            _E,
+            "size/stride index outside the tensor's rank (Inductor: IndexError)",
+        ),
+        Rule(
+            "KT807",
+            "triton-stride-unpack",
+            _E,
+            "stride(name) unpacked into a number of names other than the tensor's rank",
+        ),
+        Rule(
+            "KT808",
+            "triton-config-missing",
+            _E,
+            "a Jinja name the template reads is not in the instance's vars (nor a helper)",
+        ),
+        Rule(
+            "KT809",
+            "triton-config-value",
+            _E,
+            "a config value whose str() is not Python: Inductor prints it as `NAME : "
+            "tl.constexpr = <str(value)>`, so a string must carry its own quotes",
+        ),
+        Rule(
+            "KT810",
+            "triton-indent",
+            _W,
+            "indent_width / indent_except_first(n) disagree with the column of the call's {{",
+        ),
+        Rule(
+            "KT811",
+            "triton-int32-index",
+            _W,
+            "a tensor spans more than 2**31-1 elements and the template computes offsets from "
+            "an int32 tl.program_id (Inductor's int64 INDEX_DTYPE covers explicit tensors only)",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT860",
@@ -203,3 +243,13 @@ RULES: dict[str, Rule] = {
 
 def rule(code: str) -> Rule:
     return RULES[code]
+
+
+# The rule families only one profile's templates can raise (`kls rules --profile`).
+PROFILE_FAMILIES: dict[str, tuple[str, ...]] = {"triton": ("KT80", "KT81", "KT85", "KT86")}
+
+
+def profile_rules(name: str) -> list[Rule]:
+    """The rules of the families that belong to profile `name` (none for most profiles)."""
+    prefixes = PROFILE_FAMILIES.get(name, ())
+    return [r for r in RULES.values() if r.code.startswith(prefixes)] if prefixes else []

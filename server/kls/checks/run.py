@@ -12,6 +12,7 @@ from kls.checks.rendered import Models, render_findings
 from kls.checks.reorder import reorder_findings
 from kls.checks.static import static_findings
 from kls.checks.syntax import syntax_findings
+from kls.checks.triton_static import RENDER_TWINS, instance_findings
 from kls.checks.walk import project_files
 from kls.findings import Finding, Severity
 from kls.input_limits import MAX_TEMPLATE_BYTES, MAX_TEMPLATE_CODE_BYTES, MAX_TEMPLATE_LINES
@@ -288,6 +289,9 @@ def _check_source(
     cache.models[str(path)] = model
     readers = instances.depends_on(path) if instances is not None else []
     static = static_findings(model, str(path), sorted({(i.profile, i.kind) for i in readers}))
+    chosen = [i for i in readers if only is None or i.name in only]
+    for f in dedupe(instance_findings(model, str(path), chosen)):
+        (static if f.path == str(path) else result.config_findings).append(f)
     runtime: list[Finding] = []
     if model.syntax_error is None and instances is not None:
         for instance in readers:
@@ -303,7 +307,8 @@ def _check_source(
             result.config_findings.extend(f for f in findings if f.path == config)
     # Static and render-time checks may both see one problem: the static one has the more
     # exact range and wins.
-    seen_static = {(f.code, f.range.start.line) for f in static}
+    seen_static = {(RENDER_TWINS.get(f.code, f.code), f.range.start.line) for f in static}
+    seen_static |= {(f.code, f.range.start.line) for f in static}
     runtime = [f for f in dedupe(runtime) if (f.code, f.range.start.line) not in seen_static]
     result.findings = apply_noqa(drop_consequences(static + runtime), cache)
     result.config_findings = dedupe(result.config_findings)

@@ -168,6 +168,40 @@ class TemplateModel:
         codes = self.noqa.get(line)
         return codes is not None and (not codes or code in codes)
 
+    def bare_calls(self, names: frozenset[str]) -> list[HelperCall]:
+        """Calls of plain names inside Jinja code (`size("A", 0)`: the helpers a Triton
+        template gets as Jinja variables), with owner "" and exact argument ranges."""
+        toks = self.tokens
+        out: list[HelperCall] = []
+        for i, tok in enumerate(toks):
+            if tok.type != "name" or tok.value not in names or _after_dot(toks, i):
+                continue
+            if i + 1 >= len(toks) or not toks[i + 1].is_op("("):
+                continue
+            close, args = _arguments(toks, i + 1, self.index)
+            end = toks[close].end if close < len(toks) else toks[-1].end
+            rng = self.index.range(tok.start, tok.end)
+            follows = None
+            if (
+                close + 2 < len(toks)
+                and toks[close + 1].is_op(".")
+                and toks[close + 2].type == "name"
+            ):
+                follows = toks[close + 2].value
+            out.append(
+                HelperCall(
+                    owner="",
+                    helper=tok.value,
+                    range=self.index.range(tok.start, end),
+                    name_range=rng,
+                    args=tuple(args),
+                    called=True,
+                    followed_by=follows,
+                    open_paren=self.index.position(toks[i + 1].start),
+                )
+            )
+        return out
+
     def call_at(self, pos: Position) -> HelperCall | None:
         """The innermost helper call whose range contains `pos`."""
         best: HelperCall | None = None
