@@ -137,12 +137,14 @@ class Harness:
             lsp.ExecuteCommandParams(command=command, arguments=list(arguments)),
         )
 
-    def open(self, uri: str, text: str, version: int = 1) -> str:
+    def open(
+        self, uri: str, text: str, version: int = 1, language_id: str = "cuda-jinja"
+    ) -> str:
         self.notify(
             lsp.TEXT_DOCUMENT_DID_OPEN,
             lsp.DidOpenTextDocumentParams(
                 text_document=lsp.TextDocumentItem(
-                    uri=uri, language_id="cuda-jinja", version=version, text=text
+                    uri=uri, language_id=language_id, version=version, text=text
                 )
             ),
         )

@@ -302,3 +302,29 @@ async def test_data_edits_then_code_edits_publish_what_a_fresh_check_does(
     assert "KT102" in codes(seen[0]) and codes(seen[2]) == []
     assert codes(seen[4]) == ["KT501"] == codes(seen[5])
     assert codes(seen[-1]) == []
+
+
+TRITON = """{{def_kernel("X")}}
+    n = {{size("X", 2)}}
+    {{store_output(("n",), "x")}}
+"""
+
+
+async def test_a_triton_template_is_served_as_a_template(
+    lsp_harness: Harness, tmp_path: Path
+) -> None:
+    """A `.py.jinja` file (the editor's python-jinja language) gets the Triton profile's
+    static findings at the exact token, as a .cu.jinja gets its own."""
+    path = tmp_path / "scale.py.jinja"
+    path.write_text(TRITON)
+    (tmp_path / "kls.toml").write_text(
+        '[instances.s]\nprofile = "triton"\ntemplate = "scale.py.jinja"\n'
+        'tensors.X = { shape = [64, 8], dtype = "f32" }\n'
+        'tensors.out = { shape = [64], dtype = "f32" }\n'
+    )
+    uri = lsp_harness.open(path.as_uri(), TRITON, language_id="python-jinja")
+    diagnostics = await lsp_harness.wait_diagnostics(uri, 1)
+    wrong = [d for d in diagnostics if d["code"] == "KT806"]
+    assert wrong, diagnostics
+    line, col = find(TRITON, "2)}}")
+    assert wrong[0]["range"]["start"] == {"line": line, "character": col}

@@ -34,7 +34,8 @@ import { PREVIEW_SCHEME, parsePreviewUri, previewAffectedBy, previewUriString } 
 import { ServerState, jobSummary, statusText, statusTooltip } from "./logic/status";
 import { TRUST_REQUIRED, effectiveSettings, serverCommand, untrustedMessage } from "./logic/server";
 
-const LANGUAGE = "cuda-jinja";
+// The template languages kls serves: CUDA Jinja, and Inductor's Triton `.py.jinja` templates.
+const LANGUAGES = ["cuda-jinja", "python-jinja"];
 // Server commands whose lenses need client UI rather than a plain server round trip.
 const LENS_REWRITES: Record<string, string> = {
   "kls.preview": "kls.openPreview",
@@ -291,12 +292,19 @@ async function start(): Promise<void> {
   const serverOptions: ServerOptions = { command: command.command, args: command.args };
   const patterns = vscode.workspace
     .getConfiguration("kls")
-    .get<string[]>("files.patterns", ["**/*.cu.jinja", "**/*.cuh.jinja", "**/*.cu.j2", "**/*.cuh.j2"]);
+    .get<string[]>("files.patterns", [
+      "**/*.cu.jinja",
+      "**/*.cuh.jinja",
+      "**/*.cu.j2",
+      "**/*.cuh.j2",
+      "**/*.py.jinja",
+      "**/*.py.j2",
+    ]);
   namedPythonFiles = await findNamedPythonFiles();
   const pythonPatterns = vscode.workspace.getConfiguration("kls").get<string[]>("files.pythonPatterns", []);
   const clientOptions: LanguageClientOptions = {
     documentSelector: [
-      { language: LANGUAGE },
+      ...LANGUAGES.map((language) => ({ language })),
       ...patterns.map((pattern) => ({ scheme: "file", pattern })),
       // Python files holding templates keep the python language (the Python extension's).
       ...pythonDocumentFilters(namedPythonFiles, pythonPatterns),
@@ -446,13 +454,13 @@ function templateUri(arg?: unknown): vscode.Uri | undefined {
     return vscode.Uri.parse(arg);
   }
   const editor = vscode.window.activeTextEditor;
-  return editor && editor.document.languageId === LANGUAGE ? editor.document.uri : undefined;
+  return editor && LANGUAGES.includes(editor.document.languageId) ? editor.document.uri : undefined;
 }
 
 async function openPreview(arg?: unknown, instance?: unknown): Promise<void> {
   const uri = templateUri(arg);
   if (!uri) {
-    void vscode.window.showInformationMessage("kls: open a CUDA Jinja template first.");
+    void vscode.window.showInformationMessage("kls: open a kls template (.cu.jinja, .py.jinja) first.");
     return;
   }
   const chosen = typeof instance === "string" ? instance : status.instance;

@@ -31,7 +31,9 @@ describe("the .vsix", function () {
     for (const needed of [
       "extension/dist/extension.js",
       "extension/syntaxes/cuda-jinja.tmLanguage.json",
+      "extension/syntaxes/python-jinja.tmLanguage.json",
       "extension/language-configuration.json",
+      "extension/python-jinja-language-configuration.json",
       "extension/package.json",
     ]) {
       assert.ok(entries.includes(needed), `${needed} missing from ${entries.join(", ")}`);
