@@ -137,9 +137,7 @@ class Harness:
             lsp.ExecuteCommandParams(command=command, arguments=list(arguments)),
         )
 
-    def open(
-        self, uri: str, text: str, version: int = 1, language_id: str = "cuda-jinja"
-    ) -> str:
+    def open(self, uri: str, text: str, version: int = 1, language_id: str = "cuda-jinja") -> str:
         self.notify(
             lsp.TEXT_DOCUMENT_DID_OPEN,
             lsp.DidOpenTextDocumentParams(
