@@ -125,6 +125,12 @@ def _parser() -> argparse.ArgumentParser:
         help="a CUTLASS 3.x GEMM in today's Inductor style (torch 2.11's templates) instead of "
         "an elementwise add",
     )
+    init.add_argument(
+        "--triton",
+        action="store_true",
+        help="a Triton template of kls's own in Inductor's style (an elementwise scale), "
+        "rendered by Inductor when torch 2.11 is importable",
+    )
     init.set_defaults(func=cmd_init)
 
     instances = sub.add_parser("instances", help="list the instances declared for a template")
@@ -504,7 +510,10 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_init(args: argparse.Namespace) -> int:
     from kls.scaffold import InitError, init, next_steps
 
-    kind = "gemm" if args.gemm else "default"
+    if args.gemm and args.triton:
+        print("kls: choose one of --gemm and --triton", file=sys.stderr)
+        return EXIT_USAGE
+    kind = "gemm" if args.gemm else "triton" if args.triton else "default"
     try:
         init(args.folder, kind)
     except (InitError, OSError) as exc:

@@ -607,3 +607,37 @@ def test_readme_quick_start_is_init_check_render_compile_bench() -> None:
     quick = readme.split("## Quick start", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     verbs = [line.split()[1] for line in quick.splitlines()]
     assert verbs == ["init", "check", "render", "compile", "bench"]
+
+
+def test_init_triton_writes_a_template_of_kls_own_that_checks_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--triton: an elementwise scale in Inductor's Triton style and its instance; the static
+    checks find nothing, and where torch is importable Inductor renders it."""
+    import importlib.util
+
+    from kls.checks import check_paths
+    from kls.checks.triton_static import triton_findings
+    from kls.findings import Severity
+    from kls.instances import load_instances
+    from kls.template.model import parse_template
+
+    folder = tmp_path / "t"
+    assert main(["init", "--triton", str(folder)]) == 0
+    assert "kls render scale.py.jinja -i scale_bf16" in capsys.readouterr().out
+    assert sorted(p.name for p in folder.iterdir()) == ["kls.toml", "scale.py.jinja"]
+    text = (folder / "scale.py.jinja").read_text()
+    for helper in ("def_kernel(", "size(", "stride(", "store_output("):
+        assert "{{" + helper in text
+    loaded = load_instances(folder / "kls.toml")
+    assert loaded.findings == []
+    spec = loaded.instances["scale_bf16"]
+    assert spec.profile == "triton" and spec.kind == "triton"
+    assert triton_findings(parse_template(text), str(folder / "scale.py.jinja"), spec) == []
+    result = check_paths([folder])
+    assert [f.format_line() for f in result.findings if f.severity <= Severity.WARNING] == []
+    if importlib.util.find_spec("torch") and importlib.util.find_spec("triton"):
+        module = result.renders["scale_bf16"].text or ""
+        assert "stride_xm, stride_xn = 512, 1" in module and "SCALE : tl.constexpr = 2.0" in module
+    assert main(["init", "--triton", "--gemm", str(tmp_path / "both")]) == 2
+    assert not (tmp_path / "both").exists()

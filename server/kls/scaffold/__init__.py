@@ -1,7 +1,9 @@
 """`kls init`: a small project that checks, compiles and (with a GPU) verifies and benchmarks out
 of the box: an elementwise add with its NumPy reference, or (`--gemm`) a CUTLASS 3.x GEMM in
 today's Inductor style: a kls.toml whose instance reads torch 2.11's own templates in place
-from the located torch source (kls.upstream), so `--gemm` needs one."""
+from the located torch source (kls.upstream), so `--gemm` needs one; or (`--triton`) a Triton
+template of kls's own in Inductor's style (an elementwise scale), rendered by Inductor when
+torch is importable and checked statically either way."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 from kls.upstream import locate
 
-KINDS = ("default", "gemm")
+KINDS = ("default", "gemm", "triton")
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ SCAFFOLDS = {
     "default": Scaffold(("kls.toml", "add.cu.jinja", "refs.py"), "add.cu.jinja", "add_bf16"),
     # Its templates are Inductor's own, in the torch source: commands name the config.
     "gemm": Scaffold(("kls.toml",), "kls.toml", "gemm_bf16_4096", needs_torch=True),
+    "triton": Scaffold(("kls.toml", "scale.py.jinja"), "scale.py.jinja", "scale_bf16"),
 }
 
 
@@ -67,6 +70,13 @@ def init(folder: Path, kind: str = "default") -> list[Path]:
 def next_steps(folder: Path, kind: str = "default") -> str:
     s = SCAFFOLDS[kind]
     where = "" if folder.resolve() == Path.cwd().resolve() else f"cd {folder} && "
+    if kind == "triton":
+        return (
+            f"kls: wrote {', '.join(s.files)} in {folder}. Next:\n"
+            f"  {where}kls check .            # static checks; with torch 2.11, Inductor's render\n"
+            f"  kls render {s.first_template} -i {s.first_instance}\n"
+            f"  kls compile {s.first_template} -i {s.first_instance}   # Triton's compile, no GPU"
+        )
     return (
         f"kls: wrote {', '.join(s.files)} in {folder}. Next:\n"
         f"  {where}kls check .\n"
