@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+import weakref
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 
 import jinja2
 import jinja2.meta
+import jinja2.nodes
 
 from kls.checks.catalogue import rule
 from kls.findings import Finding
@@ -365,12 +367,22 @@ def _free_variables(model: TemplateModel) -> frozenset[str]:
     indent_except_first filter) compiles it; none when it does not compile."""
     if model.ast is None:
         return frozenset()
+    known = _FREE.get(model.ast)  # by AST: an edit of template data only reuses it
+    if known is not None:
+        return known
     codegen = jinja2.meta.TrackingCodeGenerator(_ENV)  # type: ignore[no-untyped-call]
     try:
         codegen.visit(model.ast)
+        found = frozenset(codegen.undeclared_identifiers)
     except jinja2.TemplateError:
-        return frozenset()
-    return frozenset(codegen.undeclared_identifiers)
+        found = frozenset()
+    _FREE[model.ast] = found
+    return found
+
+
+_FREE: weakref.WeakKeyDictionary[jinja2.nodes.Template, frozenset[str]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _indent_except_first(text: str, n: int) -> str:
