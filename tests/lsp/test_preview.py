@@ -110,3 +110,15 @@ async def test_server_advertises_text_document_content(lsp_harness: Harness) -> 
         "kls.cancel",
         "kls.benchmark",
     }
+
+
+def test_a_triton_templates_preview_is_a_python_document(tmp_path: Path) -> None:
+    """The rendered module of a `.py.jinja` is Python: the preview's name says so, for the
+    editor's highlighting, and reads back to its template."""
+    template = tmp_path / "mm.py.jinja"
+    uri = preview_uri(template, "mm")
+    assert uri.split("?")[0].endswith("mm.py.jinja.py")
+    assert parse_preview_uri(uri) == (template, "mm")
+    cuda = preview_uri(tmp_path / "g.cu.jinja", "g")
+    assert cuda.split("?")[0].endswith("g.cu.jinja.cu")
+    assert parse_preview_uri(cuda) == (tmp_path / "g.cu.jinja", "g")

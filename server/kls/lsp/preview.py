@@ -32,15 +32,28 @@ SCHEME = PREVIEW_SCHEME
 NO_INSTANCE = "no instance declares this template in kls.toml"
 
 
+PYTHON_TEMPLATES = (".py.jinja", ".py.j2")
+
+
+def rendered_suffix(template: str) -> str:
+    """What the rendered text is, for the editor's highlighting: a Triton module or CUDA."""
+    return ".py" if template.endswith(PYTHON_TEMPLATES) else ".cu"
+
+
 def preview_uri(template: Path, instance: str) -> str:
-    return f"{SCHEME}:{quote(str(template))}.cu?instance={quote(instance)}"
+    suffix = rendered_suffix(str(template))
+    return f"{SCHEME}:{quote(str(template))}{suffix}?instance={quote(instance)}"
 
 
 def parse_preview_uri(uri: str) -> tuple[Path, str | None] | None:
     parsed = urlparse(uri)
     if parsed.scheme != SCHEME:
         return None
-    path = unquote(parsed.path).removesuffix(".cu")
+    path = unquote(parsed.path)
+    for suffix in (".py", ".cu"):
+        if path.endswith(suffix) and rendered_suffix(path[: -len(suffix)]) == suffix:
+            path = path[: -len(suffix)]
+            break
     instance = parse_qs(parsed.query).get("instance", [None])[0]
     return Path(path), instance
 

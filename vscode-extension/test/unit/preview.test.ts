@@ -29,4 +29,14 @@ describe("preview URIs", () => {
     assert.ok(previewAffectedBy(target, "/w/kls.toml"));
     assert.ok(!previewAffectedBy(target, "/w/other.cu.jinja"));
   });
+  it("names a Triton template's preview as Python", () => {
+    const text = previewUriString("/work/t/mm.py.jinja", "mm");
+    assert.ok(text.split("?")[0].endsWith("mm.py.jinja.py"));
+    const url = new URL(text);
+    assert.deepEqual(parsePreviewUri("kls-preview", url.pathname, url.search.slice(1)), {
+      templatePath: "/work/t/mm.py.jinja",
+      instance: "mm",
+    });
+    assert.equal(parsePreviewUri("kls-preview", "/work/t/g.cu.jinja.py", ""), undefined);
+  });
 });
