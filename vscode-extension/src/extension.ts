@@ -306,6 +306,8 @@ async function start(): Promise<void> {
     documentSelector: [
       ...LANGUAGES.map((language) => ({ language })),
       ...patterns.map((pattern) => ({ scheme: "file", pattern })),
+      // kls.toml: op-name completion inside an instance's `op = "..."`, its own diagnostics.
+      { scheme: "file", pattern: "**/kls.toml" },
       // Python files holding templates keep the python language (the Python extension's).
       ...pythonDocumentFilters(namedPythonFiles, pythonPatterns),
     ],

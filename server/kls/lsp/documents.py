@@ -22,6 +22,7 @@ from lsprotocol import types as lsp
 from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.findings import Finding
 from kls.instances import InstanceSet
+from kls.lsp import config_documents
 from kls.lsp.convert import to_diagnostic
 from kls.lsp.offload import off_loop
 from kls.lsp.settings import Settings
@@ -203,11 +204,19 @@ async def configuration_changed(ls: KlsServer, params: lsp.DidChangeConfiguratio
 
 
 def did_open(ls: KlsServer, params: lsp.DidOpenTextDocumentParams) -> None:
-    schedule(ls, params.text_document.uri, params.text_document.version)
+    _opened_or_changed(ls, params.text_document.uri, params.text_document.version)
 
 
 def did_change(ls: KlsServer, params: lsp.DidChangeTextDocumentParams) -> None:
-    schedule(ls, params.text_document.uri, params.text_document.version)
+    _opened_or_changed(ls, params.text_document.uri, params.text_document.version)
+
+
+def _opened_or_changed(ls: KlsServer, uri: str, version: int) -> None:
+    if config_documents.handles(ls, uri):  # a config, not a template: its op lists, no check
+        ls.docs.setdefault(uri, DocState()).version = version
+        config_documents.warm(ls, uri)
+        return
+    schedule(ls, uri, version)
 
 
 async def did_save(ls: KlsServer, params: lsp.DidSaveTextDocumentParams) -> None:

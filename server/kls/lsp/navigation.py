@@ -10,7 +10,7 @@ from lsprotocol import types as lsp
 
 from kls.checks.signatures import BUFFER_HELPERS, helper_sig, helpers_of
 from kls.instances import InstanceSpec
-from kls.lsp import python_documents
+from kls.lsp import config_documents, python_documents
 from kls.lsp.convert import from_lsp_position, to_lsp_range
 from kls.lsp.state import KlsServer
 from kls.positions import Position, Range
@@ -192,6 +192,8 @@ async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.Comp
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):
         return await python_documents.completion(ls, params, completions)
+    if config_documents.handles(ls, uri):
+        return await config_documents.completion(ls, params)
     text = ls.text(uri)
     model = await ls.model(uri)
     lines = text.split("\n")

@@ -72,6 +72,12 @@ def op_list(spec: InstanceSpec, level: str | None = None) -> OpList:
 _MEMORY: dict[str, OpList] = {}
 
 
+def remembered(spec: InstanceSpec, level: str | None = None) -> OpList | None:
+    """The instance's op list if this process holds it already (a completion never waits)."""
+    level = level or spec.instantiation_level or DEFAULT_LEVEL
+    return _remembered(signature(spec, level))
+
+
 def _remembered(key: str) -> OpList | None:
     return _MEMORY.get(key)
 
