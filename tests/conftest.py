@@ -120,7 +120,76 @@ def gpu_available() -> tuple[bool, str]:
     return (count > 0, "ok") if err == driver.CUresult.CUDA_SUCCESS else (False, str(err))
 
 
+# Tests that took 1.4 s or more in a full run on the 2-core machine (pytest --durations), and
+# every test that runs nvcc, a GPU or a real editor: `pytest -m "not slow"` is the quick loop
+# (docs/DEVELOPING.md). A test that grows slow belongs here, with the run that showed it.
+SLOW_TESTS = frozenset(
+    {
+        "tests/core/test_cli.py::test_check_shipped_templates_is_clean",
+        "tests/core/test_compile.py::test_build_plain_cuda_exports_the_entry",
+        "tests/core/test_compile.py::test_built_library_answers_the_workspace_query_without_a_gpu",
+        "tests/core/test_compile.py::test_check_sm90_cutlass_instance",
+        "tests/core/test_compile.py::test_library_without_the_entry_is_a_clear_message",
+        "tests/core/test_compile.py::test_wrong_tile_shape_in_instance_definition",
+        "tests/core/test_compile.py::test_wrong_type_in_argument_sub_template_lands_on_its_line",
+        "tests/core/test_compile_security.py::test_cancel_kills_the_group_and_caches_nothing",
+        "tests/core/test_compile_security.py::test_cancel_request_kills_nvcc_and_caches_nothing",
+        "tests/core/test_compile_security.py::test_ctrl_c_kills_the_real_nvcc_and_cicc",
+        "tests/core/test_compile_security.py::test_exit_without_shutdown_during_a_compile_kills_nvcc",
+        "tests/core/test_compile_security.py::test_real_nvcc_header_next_to_template_and_environment",
+        "tests/core/test_compile_security.py::test_relative_nvcc_path_is_run_from_anywhere",
+        "tests/core/test_compile_torch211.py::test_torch211_bias_instance_passes_an_nvcc_check",
+        "tests/core/test_config_findings.py::test_check_dir_reads_every_kls_toml_below_it",
+        "tests/core/test_config_findings.py::test_unknown_op_reaches_kls_check_json",
+        "tests/core/test_config_findings.py::test_unknown_op_reaches_kls_check_text_and_exit_code",
+        "tests/core/test_new_user.py::test_check_compile_fails_on_the_bf16_only_type_error",
+        "tests/core/test_new_user.py::test_init_compiles",
+        "tests/core/test_new_user.py::test_init_triton_writes_a_template_of_kls_own_that_checks_clean",
+        "tests/core/test_own_words.py::test_no_file_shares_a_run_with_inductor",
+        "tests/core/test_parse_limits.py::test_a_slow_op_list_does_not_count_against_the_render_deadline",
+        "tests/core/test_parse_limits.py::test_a_slow_parse_in_the_server_never_delays_another_document",
+        "tests/core/test_parse_limits.py::test_kls_check_on_a_slow_parse_is_one_kt501_warning",
+        "tests/core/test_python_templates.py::test_kls_check_on_the_python_file_and_its_config",
+        "tests/core/test_render_exact.py::test_generated_templates_render_exactly_like_jinja_and_map_honestly",
+        "tests/core/test_render_limits.py::test_bombs_in_the_editor_never_delay_another_document",
+        "tests/core/test_render_limits.py::test_busy_workers_do_not_hold_up_other_renders",
+        "tests/core/test_render_limits.py::test_kls_check_ends_a_loop_bomb_with_kt104",
+        "tests/core/test_sandbox.py::test_walk_reaches_only_the_documented_api",
+        "tests/core/test_tune.py::test_an_error_mid_tune_times_nothing_after_it",
+        "tests/core/test_tune.py::test_candidates_follow_inductors_filter_and_drop_same_kernels",
+        "tests/core/test_tune.py::test_no_gpu_stops_before_building",
+        "tests/core/test_tune.py::test_resume_reuses_what_the_last_run_measured",
+        "tests/core/test_tune.py::test_resume_takes_only_whole_bars_and_looks_past_failed_builds",
+        "tests/core/test_tune_levels.py::test_a_bad_tune_table_is_a_finding_at_its_line_and_the_instance_stays",
+        "tests/core/test_tune_levels.py::test_a_winner_in_the_instances_own_list_keeps_its_level",
+        "tests/core/test_tune_levels.py::test_an_op_of_a_larger_list_named_without_its_level_says_which_list",
+        "tests/core/test_tune_levels.py::test_quick_generation_at_a_level_is_the_full_lists_real_ops",
+        "tests/core/test_tune_levels.py::test_tune_table_level_adds_small_tiles",
+        "tests/e2e/test_compile.py::test_cancel_stops_the_command_and_kills_nvcc",
+        "tests/e2e/test_compile.py::test_compile_command_reports_progress_and_result",
+        "tests/e2e/test_compile.py::test_save_maps_nvcc_error_then_fix_clears",
+        "tests/e2e/test_offload.py::test_a_large_parse_does_not_hold_up_another_document",
+        "tests/e2e/test_robustness.py::test_thousands_of_random_edits_never_crash_the_server",
+        "tests/e2e/test_settings_first.py::test_a_failed_configuration_request_is_lint_only_until_settings_arrive",
+        "tests/e2e/test_settings_first.py::test_no_tool_runs_while_the_settings_are_outstanding",
+        "tests/lsp/test_documents.py::test_data_edits_then_code_edits_publish_what_a_fresh_check_does",
+        "tests/lsp/test_render_shapes.py::test_a_data_edit_reuses_the_code_and_renders_like_jinja",
+        "tests/lsp/test_render_shapes.py::test_a_data_edit_reuses_the_jinja_parse_and_models_like_a_fresh_parse",
+        "tests/lsp/test_render_shapes.py::test_a_shape_seen_from_the_last_text_is_the_shape_lexed_afresh",
+    }
+)
+SLOW_MARKERS = ("nvcc", "gpu", "editor", "vscode", "ray")
+
+
+def _mark_slow(items: list[pytest.Item]) -> None:
+    for item in items:
+        base = item.nodeid.split("[")[0]
+        if base in SLOW_TESTS or any(item.get_closest_marker(m) for m in SLOW_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _mark_slow(items)
     if not any(item.get_closest_marker("gpu") for item in items):
         return
     ok, reason = gpu_available()
