@@ -99,6 +99,9 @@ local client_id = vim.lsp.start_client({
   cmd = { PYTHON, "-m", "kls.cli", "serve" },
   cmd_env = { KLS_CACHE_DIR = CACHE_FOLDER },
   root_dir = ROOT,
+  -- Neovim 0.7 neither answers workspace/configuration nor pushes settings by itself: kls runs
+  -- no tool (clang, nvcc) until it has them, so the editor config passes them at start.
+  init_options = { settings = { compileOnSave = true } },
 })
 vim.cmd("edit " .. FILE)
 local bufnr = vim.api.nvim_get_current_buf()

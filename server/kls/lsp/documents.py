@@ -196,10 +196,11 @@ async def initialized(ls: KlsServer, params: lsp.InitializedParams) -> None:
 async def configuration_changed(ls: KlsServer, params: lsp.DidChangeConfigurationParams) -> None:
     """Pull the settings again; a client that cannot answer workspace/configuration may send
     them here (`{"kls": {...}}`), and until one of the two arrives kls only lints."""
-    if not await ls.pull_settings():
-        pushed = params.settings.get("kls") if isinstance(params.settings, dict) else None
-        if isinstance(pushed, dict):
-            ls.apply_settings(Settings.from_client(pushed))
+    if not await ls.pull_settings() and isinstance(params.settings, dict):
+        # The client pushed its settings: `{"kls": {...}}`, or none of kls's (Neovim sends
+        # its `settings`, often {}): either way they have arrived, and the defaults hold.
+        pushed = params.settings.get("kls")
+        ls.apply_settings(Settings.from_client(pushed if isinstance(pushed, dict) else None))
     schedule_all(ls)
 
 

@@ -109,9 +109,11 @@ def notify_once(ls: KlsServer, notice: str) -> None:
 
 
 def warm_preamble(ls: KlsServer, uri: str, first: bool) -> None:
-    """After a template's first check: build its active instance's preamble in the background
-    (nothing happens when it is stored, or when clang is missing)."""
-    if not first or not ls.tools_allowed() or not ls.settings.compile_on_save:
+    """After a template's first check once tools may run: build its active instance's
+    preamble in the background, once per document and instance (nothing happens when it is
+    stored, or when clang is missing). The first check may come before the client's settings
+    (lint only then); the re-check their arrival starts is the one that warms."""
+    if not ls.tools_allowed() or not ls.settings.compile_on_save:
         return  # before the client's settings arrive, lint only
     spec = ls.active_instance(ls.path(uri))
     if spec is None:
