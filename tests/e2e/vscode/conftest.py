@@ -350,8 +350,10 @@ class Workbench:
         return f"status bar: {labels}\nnotifications: {notes}\n--- extension host log ---\n{log}"
 
     def notifications(self) -> list[str]:
+        """The toasts' texts at one moment (counting, then reading each, raced a toast that
+        went away in between: a 30 s wait for an element no longer there)."""
         toasts = self.page.locator(".notification-toast .notification-list-item-message")
-        return [str(toasts.nth(i).inner_text()) for i in range(toasts.count())]
+        return [str(t) for t in toasts.all_inner_texts()]
 
     def problem_count(self) -> tuple[int, int]:
         """(errors, warnings) as the status bar shows them."""
