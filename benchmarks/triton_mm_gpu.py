@@ -13,11 +13,13 @@ import argparse
 import ast
 import importlib.util
 import json
-import statistics
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from kernel_timing import l2_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -35,27 +37,6 @@ def kernel_of(module_text: str) -> object:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
-
-
-def graph_time(fn: object, launches: int = 100, repeats: int = 15) -> tuple[float, float, float]:
-    """Per-launch µs of a CUDA graph of `launches` calls: (median, min, max) over repeats."""
-    import torch
-
-    fn()  # warm (compiles)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for _ in range(launches):
-            fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        graph.replay()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end) * 1000 / launches)
-    return statistics.median(times), min(times), max(times)
 
 
 def main() -> int:
@@ -96,8 +77,8 @@ def main() -> int:
     want = (a.double() @ b.double()).to(torch.float64)
     err = ((out.double() - want).abs().max() / want.abs().max()).item()
     ref = torch.empty_like(out)
-    kls_t = graph_time(launch)
-    cublas_t = graph_time(lambda: torch.mm(a, b, out=ref))
+    kls_t = l2_warm(launch).as_list()
+    cublas_t = l2_warm(lambda: torch.mm(a, b, out=ref)).as_list()
     flops = 2 * m * n * a_spec.shape[1]
     row = {
         "instance": args.instance,
