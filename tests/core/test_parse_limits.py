@@ -160,7 +160,7 @@ def test_a_slow_op_list_does_not_count_against_the_render_deadline(
     ws: Workspace, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A cold cache: the worker generates the SM90 op list (~1.2 s on 2 cores) before a
-    render whose deadline is 0.5 s; the render still succeeds (it was KT104)."""
+    render whose deadline is 0.3 s; the render still succeeds (it was KT104)."""
     cache = tmp_path / "cold-cache"
     monkeypatch.setenv("KLS_CACHE_DIR", str(cache))  # the worker inherits it
     instances = ws.instance(
@@ -169,12 +169,13 @@ def test_a_slow_op_list_does_not_count_against_the_render_deadline(
     pool = RenderWorkers(keep=1, max_workers=1)
     try:
         started = time.monotonic()
-        result = pool.render(instances.instances["i"], limits=Limits(seconds=0.5))
+        result = pool.render(instances.instances["i"], limits=Limits(seconds=0.3))
         elapsed = time.monotonic() - started
     finally:
         pool.close()
     assert result.ok, [f.message for f in result.findings]
     assert "cutlass3x_sm90" in (result.text or "")
-    # The op list really was generated in this render, and took longer than the deadline.
+    # The op list really was generated in this render, and took well past the deadline (a
+    # deadline that counted it would have stopped the render at 0.3 s).
     assert list(cache.rglob("names-sm90.json"))
-    assert elapsed > 0.5 + GRACE_S
+    assert elapsed > 2 * 0.3
