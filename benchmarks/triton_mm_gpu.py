@@ -10,7 +10,6 @@ time (L2 warm), median and spread over repeats, in one run.
 from __future__ import annotations
 
 import argparse
-import ast
 import importlib.util
 import json
 import sys
@@ -26,12 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def kernel_of(module_text: str) -> object:
     """The module's @triton.jit kernel, Inductor's autotuning decorator taken off."""
-    from kls.profiles.triton.worker import _without_template_decorator
+    from kls.profiles.triton.worker import template_kernel, without_template_decorator
 
-    tree = ast.parse(module_text)
-    name = next(n.name for n in tree.body if isinstance(n, ast.FunctionDef))
+    found = template_kernel(module_text)
+    assert found is not None, "no Inductor template kernel in the module"
+    name = found[0]
     folder = Path(tempfile.mkdtemp())
-    (folder / "k.py").write_text(_without_template_decorator(module_text))
+    (folder / "k.py").write_text(without_template_decorator(module_text))
     spec = importlib.util.spec_from_file_location("k", folder / "k.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

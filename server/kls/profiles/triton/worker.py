@@ -194,7 +194,6 @@ def compile_module(req: dict[str, Any]) -> dict[str, Any]:
     module's @triton.jit kernel (Inductor's autotuning decorator taken off), its signature and
     specialisation from the module's own triton_meta. Shared memory from the compile's
     metadata; registers, stack and local memory from the wheel's cuobjdump."""
-    import ast
     import importlib.util
     import subprocess
     import tempfile
@@ -206,24 +205,14 @@ def compile_module(req: dict[str, Any]) -> dict[str, Any]:
     from triton.compiler import ASTSource
 
     text = req["module"]
-    tree = ast.parse(text)
-    meta_src, kernel, first_line = None, None, 0
-    for node in tree.body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for deco in list(node.decorator_list):
-            if isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "template":
-                for kw in deco.keywords:
-                    if kw.arg == "triton_meta":
-                        meta_src = ast.get_source_segment(text, kw.value)
-                node.decorator_list.remove(deco)
-                kernel, first_line = node.name, node.lineno
-    if kernel is None or meta_src is None:
+    found = template_kernel(text)
+    if found is None:
         raise LookupError("the module has no Inductor template kernel to compile")
+    kernel, first_line, meta_src, _decorator = found
     folder = tempfile.mkdtemp(prefix="kls-triton-")
     path = os.path.join(folder, "kernel.py")
     with open(path, "w", encoding="utf-8") as f:
-        f.write(_without_template_decorator(text))
+        f.write(without_template_decorator(text))
     spec = importlib.util.spec_from_file_location("kls_triton_kernel", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -246,8 +235,8 @@ def compile_module(req: dict[str, Any]) -> dict[str, Any]:
         [tool, "--dump-resource-usage", cubin], capture_output=True, text=True, timeout=60
     ).stdout
     for key in usage:
-        found = re.search(rf"\b{key}:(\d+)", dump)
-        usage[key] = int(found.group(1)) if found else None
+        figure = re.search(rf"\b{key}:(\d+)", dump)
+        usage[key] = int(figure.group(1)) if figure else None
     return {
         "shared": int(compiled.metadata.shared),
         "registers": usage["REG"],
@@ -258,20 +247,35 @@ def compile_module(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _without_template_decorator(text: str) -> str:
-    """The module with `@triton_heuristics.template(...)` removed (kept line numbers: the
-    decorator's lines become blank), so compile errors name the module's own lines."""
+def template_kernel(text: str) -> tuple[str, int, str, range] | None:
+    """The module's kernel under Inductor's `@triton_heuristics.template(...)`: its name, its
+    `def` line (1-based), the source of its `triton_meta` literal and the decorator's lines
+    (0-based); None when the module has none."""
     import ast
 
-    tree = ast.parse(text)
+    for node in ast.parse(text).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            if isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "template":
+                meta = next((k.value for k in deco.keywords if k.arg == "triton_meta"), None)
+                source = ast.get_source_segment(text, meta) if meta is not None else None
+                if source is None:
+                    return None
+                lines = range(deco.lineno - 1, deco.end_lineno or deco.lineno)
+                return node.name, node.lineno, source, lines
+    return None
+
+
+def without_template_decorator(text: str) -> str:
+    """The module with `@triton_heuristics.template(...)` removed (its lines left blank, so
+    compile errors name the module's own lines)."""
+    found = template_kernel(text)
+    if found is None:
+        return text
     lines = text.split("\n")
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef):
-            for deco in node.decorator_list:
-                if isinstance(deco, ast.Call) and getattr(deco.func, "attr", "") == "template":
-                    start, end = deco.lineno - 1, (deco.end_lineno or deco.lineno)
-                    for i in range(start, end):
-                        lines[i] = ""
+    for i in found[3]:
+        lines[i] = ""
     return "\n".join(lines)
 
 
