@@ -164,7 +164,7 @@ class Renderer:
         gm = torch.fx.symbolic_trace(lambda *xs: xs[0])
         graph = GraphLowering(gm)
         device = torch.device("cuda", 0)
-        with V.set_graph_handler(graph):
+        with V.set_graph_handler(graph), autotuning_config():
             nodes = []
             for t in req["inputs"]:
                 layout = ir.FixedLayout(device, getattr(torch, t["dtype"]), t["shape"], t["stride"])
@@ -187,6 +187,15 @@ class Renderer:
             raise RuntimeError(f"Inductor did not render the template: {choice}")
         with open(choice.bmreq.module_path, encoding="utf-8") as f:
             return {"module": f.read(), "kernel_name": getattr(choice.bmreq, "kernel_name", "")}
+
+
+def autotuning_config() -> Any:
+    """Inductor's settings under `torch.compile(mode="max-autotune")`, the mode in which it
+    autotunes templates: they reach the module's `inductor_meta`, so a render made without
+    them would differ from the module Inductor benchmarks."""
+    from torch._inductor import config
+
+    return config.patch(max_autotune=True, coordinate_descent_tuning=True)
 
 
 def compile_module(req: dict[str, Any]) -> dict[str, Any]:
