@@ -7,6 +7,7 @@ tests that need upstream text are skipped with the reason, and with KLS_REQUIRE_
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -62,3 +63,20 @@ def gemm_project() -> Path:
         (folder / "gemm_template.py").chmod(0o644)
     shutil.copy(DATA / "kls.toml", folder / "kls.toml")
     return folder
+
+
+def torch_importable() -> bool:
+    """torch and triton importable by kls's torch worker (or KLS_TORCH_PYTHON names one)."""
+    if os.environ.get("KLS_TORCH_PYTHON"):
+        return True
+    return (
+        importlib.util.find_spec("torch") is not None
+        and importlib.util.find_spec("triton") is not None
+    )
+
+
+needs_torch = pytest.mark.skipif(
+    not torch_importable() and os.environ.get("KLS_REQUIRE_TORCH") != "1",
+    reason="needs torch 2.11 and triton importable by kls (pip install torch==2.11.0), or "
+    "KLS_TORCH_PYTHON",
+)

@@ -5,8 +5,6 @@ a torch worker, mapped back to template lines, and checked. The torch-backed tes
 
 from __future__ import annotations
 
-import importlib.util
-import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +19,7 @@ from kls.profiles.triton.client import torch_python
 from kls.profiles.triton.errors import finding_for
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
-from tests.upstream import needs_torch_source
+from tests.upstream import needs_torch, needs_torch_source
 
 # A template of kls's own shape (not Inductor's text): literal lines, spans, an expansion.
 TEMPLATE = """{{def_kernel("X", "Y")}}
@@ -112,21 +110,6 @@ def test_inductors_bare_errors_become_sentences(
     elif error.get("function") == "def_kernel":
         assert found.site is not None and found.site.line == 0  # the def_kernel call
 
-
-def _torch_importable() -> bool:
-    if os.environ.get("KLS_TORCH_PYTHON"):
-        return True
-    return (
-        importlib.util.find_spec("torch") is not None
-        and importlib.util.find_spec("triton") is not None
-    )
-
-
-needs_torch = pytest.mark.skipif(
-    not _torch_importable() and os.environ.get("KLS_REQUIRE_TORCH") != "1",
-    reason="needs torch 2.11 and triton importable by kls (pip install torch==2.11.0), or "
-    "KLS_TORCH_PYTHON",
-)
 
 MM = "torch:_inductor/kernel/templates/triton_mm.py.jinja"
 MM_VARS = (

@@ -22,6 +22,9 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from kls.profiles.triton.generate_args import inductor_arguments
+from kls.profiles.triton.lowering import lowered_choice
+
 _OUT = sys.stdout
 sys.stdout = sys.stderr  # torch and Inductor print; only answers go to the real stdout
 
@@ -123,8 +126,11 @@ class Renderer:
         import torch
 
         _patch_device(torch)
+        import torch._inductor.fx_passes.b2b_gemm
         import torch._inductor.kernel.bmm
+        import torch._inductor.kernel.conv
         import torch._inductor.kernel.mm
+        import torch._inductor.kernel.mm_grouped
         import torch._inductor.kernel.mm_plus_mm
         from torch._inductor.select_algorithm import TritonTemplate
 
@@ -176,7 +182,8 @@ class Renderer:
             layout = ir.FixedLayout(
                 device, getattr(torch, out["dtype"]), out["shape"], out["stride"]
             )
-            choice = template.generate(
+            req = dict(req, vars=inductor_arguments(req.get("vars", {}), nodes, device))
+            choice = lowered_choice(template, nodes, req) or template.generate(
                 input_nodes=tuple(nodes),
                 layout=layout,
                 num_stages=int(req["num_stages"]),
@@ -186,7 +193,29 @@ class Renderer:
         if not hasattr(choice, "bmreq"):
             raise RuntimeError(f"Inductor did not render the template: {choice}")
         with open(choice.bmreq.module_path, encoding="utf-8") as f:
-            return {"module": f.read(), "kernel_name": getattr(choice.bmreq, "kernel_name", "")}
+            return {
+                "module": f.read(),
+                "kernel_name": getattr(choice.bmreq, "kernel_name", ""),
+                "launch": launch_of(template.name, choice.bmreq),
+            }
+
+
+def launch_of(template: str, bmreq: Any) -> dict[str, Any]:
+    """How Inductor's autotuner launches the module: the arguments after the tensors (its size
+    arguments, the workspace, then the grid's three values, as TritonBenchmarkRequest passes
+    them) and the workspace it allocates."""
+    from torch._inductor.select_algorithm import WORKSPACE_ARG_PLACEHOLDER
+
+    extra = [
+        "workspace" if a == WORKSPACE_ARG_PLACEHOLDER else int(a) for a in list(bmreq.extra_args)
+    ]
+    return {
+        "template": template,
+        "kernel": str(bmreq.kernel_name),
+        "extra_args": extra,
+        "workspace_bytes": getattr(bmreq, "workspace_size", None),
+        "workspace_zero": bool(getattr(bmreq, "workspace_zero_fill", False)),
+    }
 
 
 def autotuning_config() -> Any:
@@ -253,7 +282,30 @@ def compile_module(req: dict[str, Any]) -> dict[str, Any]:
         "local": usage["LOCAL"],
         "kernel_line": first_line - 1,
         "ptx": compiled.asm.get("ptx", "")[:2_000_000],
+        "sass": sass_listing(os.path.dirname(tool), cubin) if req.get("sass") else None,
     }
+
+
+def sass_listing(tools: str, cubin: str) -> str:
+    """The cubin's SASS with its line info (`//## File "...", line N` before the instructions
+    of each source line), by the triton wheel's nvdisasm; cuobjdump's plain listing where
+    nvdisasm fails."""
+    import subprocess
+
+    done = subprocess.run(
+        [os.path.join(tools, "nvdisasm"), "-c", "-g", cubin],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if done.returncode != 0 or not done.stdout.strip():
+        done = subprocess.run(
+            [os.path.join(tools, "cuobjdump"), "-sass", cubin],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    return done.stdout[:4_000_000]
 
 
 def template_kernel(text: str) -> tuple[str, int, str, range] | None:
