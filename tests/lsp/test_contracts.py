@@ -37,6 +37,7 @@ ANSWERS = [
     protocol.CancelAnswer,
     protocol.BenchmarkAnswer,
     protocol.TuneAnswer,
+    protocol.AssemblyAnswer,
 ]
 ALIASES = {
     "CompileMode": protocol.CompileMode,
@@ -44,6 +45,7 @@ ALIASES = {
     "JobKind": protocol.JobKind,
     "InstanceKind": protocol.InstanceKind,
     "Reference": protocol.Reference,
+    "AssemblyKind": protocol.AssemblyKind,
 }
 
 

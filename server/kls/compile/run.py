@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kls.checks.rendered import render_findings
 from kls.checks.run import ModelCache
@@ -111,6 +112,9 @@ class CompileResult:
     rendered: RenderResult | None = None  # the render that was compiled (its C parameters too)
     # The quick tier only: why it did not run (clang missing or unable), said once to the user.
     notice: str | None = None
+    # A Triton compile only: Triton's figures (registers, shared, stack, local, kernel_line)
+    # and its listings (ptx, sass, the source file their line info names).
+    triton: dict[str, Any] | None = None
 
     @property
     def errors(self) -> list[Finding]:
@@ -147,8 +151,9 @@ def _compile_instance(
     if profile(instance.profile).language == "python":  # a Triton module: Triton's compile
         from kls.compile.triton import compile_triton
 
-        ok, findings, rendered, _figures, cached = compile_triton(instance, overrides)
+        ok, findings, rendered, figures, cached = compile_triton(instance, overrides)
         result.ok, result.findings, result.rendered, result.cached = ok, findings, rendered, cached
+        result.triton = figures or None
         result.seconds = time.monotonic() - started
         return result
     try:

@@ -49,6 +49,7 @@ def compile_triton(
         "cc": int(instance.device.get("cc", 90)),
         "num_warps": instance.num_warps,
         "num_stages": instance.num_stages,
+        "sass": True,  # the listing the editor's PTX / SASS view shows
     }
     key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:32]
     path = cache_dir("triton-compile") / f"{key}.json"

@@ -26,17 +26,20 @@ from kls.lsp.protocol import (
 from kls.lsp.quick import nvcc_verdict, quick_on_save
 from kls.lsp.quick import register as register_quick
 from kls.lsp.state import NO_SETTINGS, KlsServer
+from kls.lsp.triton import remember_compile
 from kls.template.source import python_file
 
 NO_INSTANCE = "no instance declares this template in kls.toml"
 JOB_KINDS: tuple[JobKind, ...] = ("compile", "bench", "tune")
 
 
-async def compile_active(ls: KlsServer, uri: str, mode: CompileMode) -> CompileAnswer:
-    """Compile the active instance of `uri` with progress and cancellation; publish
-    nvcc's findings on the template lines they belong to."""
+async def compile_active(
+    ls: KlsServer, uri: str, mode: CompileMode, spec: InstanceSpec | None = None
+) -> CompileAnswer:
+    """Compile the active instance of `uri` (or `spec`) with progress and cancellation;
+    publish nvcc's (or Triton's) findings on the template lines they belong to."""
     path = ls.path(uri)
-    spec = ls.active_instance(path)
+    spec = spec or ls.active_instance(path)
     if spec is None:
         return {"ok": False, "error": NO_INSTANCE}
     options = ls.compile_options(mode)
@@ -57,6 +60,7 @@ async def compile_active(ls: KlsServer, uri: str, mode: CompileMode) -> CompileA
     except (asyncio.CancelledError, CompileCancelled):
         return {"ok": False, "cancelled": True, "instance": spec.name}
     set_nvcc_findings(ls, spec, result.findings)
+    remember_compile(ls, spec, result)  # a Triton compile's figures: inlay hint, PTX / SASS
     return {
         "ok": result.ok,
         "instance": spec.name,

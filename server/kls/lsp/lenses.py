@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from lsprotocol import types as lsp
 
-from kls.lsp import python_documents
+from kls.lsp import python_documents, triton
 from kls.lsp.bench import BenchView, bench_view
 from kls.lsp.convert import end_of_line_hint, to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
@@ -77,6 +77,8 @@ async def on_inlay_hints(ls: KlsServer, params: lsp.InlayHintParams) -> list[lsp
     uri = params.text_document.uri
     if uri not in ls.docs or python_documents.handles(ls, uri):
         return []
+    if triton.is_triton(ls, uri):  # the last Triton compile's registers, shared memory
+        return await triton.inlay_hints(ls, uri)
     model = await ls.model(uri)
     return bench_inlay_hints(model, bench_view(ls, uri)) + tune_inlay_hints(
         model, tune_view(ls, uri)

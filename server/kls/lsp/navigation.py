@@ -10,7 +10,7 @@ from lsprotocol import types as lsp
 
 from kls.checks.signatures import BUFFER_HELPERS, helper_sig, helpers_of
 from kls.instances import InstanceSpec
-from kls.lsp import config_documents, python_documents
+from kls.lsp import config_documents, python_documents, triton
 from kls.lsp.convert import from_lsp_position, to_lsp_range
 from kls.lsp.state import KlsServer
 from kls.positions import Position, Range
@@ -183,6 +183,8 @@ async def on_hover(ls: KlsServer, params: lsp.HoverParams) -> lsp.Hover | None:
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):  # templates in a Python file's string constants
         return await python_documents.hover(ls, params, hover)
+    if triton.is_triton(ls, uri):  # a `.py.jinja`: Inductor's helpers, the torch render
+        return await triton.hover(ls, uri, params.position)
     model = await ls.model(uri)
     result = await ls.active_render(uri)
     return hover(model, from_lsp_position(params.position), result, ls.path(uri))
@@ -194,6 +196,10 @@ async def on_completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.Comp
         return await python_documents.completion(ls, params, completions)
     if config_documents.handles(ls, uri):
         return await config_documents.completion(ls, params)
+    if triton.is_triton(ls, uri):
+        return await triton.completion(ls, params)
+    if params.context is not None and params.context.trigger_character == '"':
+        return lsp.CompletionList(is_incomplete=False, items=[])  # a Triton buffer's quote
     text = ls.text(uri)
     model = await ls.model(uri)
     lines = text.split("\n")
@@ -208,6 +214,8 @@ async def on_definition(ls: KlsServer, params: lsp.DefinitionParams) -> lsp.Loca
     uri = params.text_document.uri
     if python_documents.handles(ls, uri):
         return await python_documents.definition(ls, params, definition)
+    if triton.is_triton(ls, uri):  # a buffer name -> its tensor in kls.toml
+        return await triton.definition(ls, uri, params.position)
     model = await ls.model(uri)
     path = ls.path(uri)
     found = definition(model, from_lsp_position(params.position), path, ls.active_instance(path))
@@ -226,7 +234,8 @@ async def on_symbols(ls: KlsServer, params: lsp.DocumentSymbolParams) -> list[ls
 def register(ls: KlsServer) -> None:
     ls.feature(lsp.TEXT_DOCUMENT_HOVER)(on_hover)
     ls.feature(
-        lsp.TEXT_DOCUMENT_COMPLETION, lsp.CompletionOptions(trigger_characters=[".", "(", ","])
+        lsp.TEXT_DOCUMENT_COMPLETION,
+        lsp.CompletionOptions(trigger_characters=[".", "(", ",", '"']),
     )(on_completion)
     ls.feature(lsp.TEXT_DOCUMENT_DEFINITION)(on_definition)
     ls.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)(on_symbols)

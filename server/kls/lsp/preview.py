@@ -8,6 +8,7 @@ the choice of that instance.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote, urlparse
@@ -30,6 +31,10 @@ from kls.sandbox.workers import render_isolated
 
 SCHEME = PREVIEW_SCHEME
 NO_INSTANCE = "no instance declares this template in kls.toml"
+# Other documents under the preview scheme (kls.lsp.assembly's PTX / SASS): each gives the
+# text of a URI it serves, or None.
+ContentProvider = Callable[[KlsServer, str], Awaitable[str | None]]
+CONTENT_PROVIDERS: list[ContentProvider] = []
 
 
 PYTHON_TEMPLATES = (".py.jinja", ".py.j2")
@@ -105,6 +110,10 @@ def refresh_previews(ls: KlsServer, uri: str, first: bool) -> None:
 async def document_content(
     ls: KlsServer, params: lsp.TextDocumentContentParams
 ) -> lsp.TextDocumentContentResult:
+    for provider in CONTENT_PROVIDERS:
+        served = await provider(ls, params.uri)
+        if served is not None:
+            return lsp.TextDocumentContentResult(text=served)
     parsed = parse_preview_uri(params.uri)
     if parsed is None:
         raise JsonRpcInvalidParams(f"kls serves only {SCHEME}: documents")

@@ -21,6 +21,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 from kls.instances.schema import InstanceKind, Profile, Reference
 
 __all__ = [
+    "ASSEMBLY_COMMAND",
     "BENCHMARK_COMMAND",
     "CANCEL_COMMAND",
     "COMMANDS",
@@ -29,6 +30,8 @@ __all__ = [
     "PREVIEW_REQUEST",
     "SELECT_INSTANCE_COMMAND",
     "TUNE_COMMAND",
+    "AssemblyAnswer",
+    "AssemblyKind",
     "BenchmarkAnswer",
     "CancelAnswer",
     "CompileAnswer",
@@ -50,6 +53,7 @@ COMPILE_COMMAND = "kls.compile"
 CANCEL_COMMAND = "kls.cancel"
 BENCHMARK_COMMAND = "kls.benchmark"
 TUNE_COMMAND = "kls.tune"
+ASSEMBLY_COMMAND = "kls.assembly"
 COMMANDS = (
     PREVIEW_COMMAND,
     SELECT_INSTANCE_COMMAND,
@@ -57,6 +61,7 @@ COMMANDS = (
     CANCEL_COMMAND,
     BENCHMARK_COMMAND,
     TUNE_COMMAND,
+    ASSEMBLY_COMMAND,
 )
 
 # `check`: nvcc's front end only (fast); `build`: a shared library with Inductor's flags.
@@ -65,6 +70,8 @@ CompileMode = Literal["check", "build"]
 DiagnosticSource = Literal["kls", "clang", "nvcc", "kls-bench", "kls-tune"]
 # What `kls.cancel` stops.
 JobKind = Literal["compile", "bench", "tune"]
+# Which listing `kls.assembly` shows: Triton's PTX, or the cubin's SASS.
+AssemblyKind = Literal["ptx", "sass"]
 
 
 class PreviewAnswer(TypedDict):
@@ -133,6 +140,21 @@ class TuneAnswer(TypedDict):
     winner: NotRequired[str | None]
     margin: NotRequired[float | None]
     results: NotRequired[str]
+
+
+class AssemblyAnswer(TypedDict):
+    """`kls.assembly [uri, kind?, line?]`: the PTX or SASS of a Triton template's active
+    instance (`uri` the template or its preview), its virtual document's `uri`, and `lines`,
+    the listing lines (0-based) of the instructions of `line` (a template line, or a module
+    line when `uri` is the preview); `error` alone, with the instance, when there is none."""
+
+    ok: bool
+    instance: NotRequired[str]
+    error: NotRequired[str]
+    kind: NotRequired[AssemblyKind]
+    uri: NotRequired[str]
+    text: NotRequired[str]
+    lines: NotRequired[list[int]]
 
 
 # -- reading arguments: anything malformed is the client's mistake (InvalidParams) -------------

@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 
 
 def create_server(converter_factory: Callable[[], Converter] | None = None) -> KlsServer:
-    from kls.lsp import bench, compile, documents, lenses, navigation, preview, tune
+    from kls.lsp import assembly, bench, compile, documents, lenses, navigation, preview, tune
     from kls.lsp.state import KlsServer
 
     server = KlsServer(converter_factory)
-    for feature in (documents, preview, navigation, lenses, compile, bench, tune):
+    for feature in (documents, preview, navigation, lenses, compile, bench, tune, assembly):
         feature.register(server)
     return server
 

@@ -8,10 +8,12 @@ export const COMPILE_COMMAND = "kls.compile";
 export const CANCEL_COMMAND = "kls.cancel";
 export const BENCHMARK_COMMAND = "kls.benchmark";
 export const TUNE_COMMAND = "kls.tune";
+export const ASSEMBLY_COMMAND = "kls.assembly";
 
 export type CompileMode = "check" | "build";
 export type DiagnosticSource = "kls" | "clang" | "nvcc" | "kls-bench" | "kls-tune";
 export type JobKind = "compile" | "bench" | "tune";
+export type AssemblyKind = "ptx" | "sass";
 /** A profile name: the server's registry decides which exist (`kls rules --profile`, `kls info`). */
 export type Profile = string;
 export type InstanceKind = "cutlass_gemm" | "cuda" | "triton";
@@ -73,4 +75,16 @@ export interface TuneAnswer {
   winner?: string | null;
   margin?: number | null;
   results?: string;
+}
+
+/** `kls.assembly [uri, kind?, line?]`: the PTX or SASS of a Triton template's active instance;
+ * `lines` are the listing lines (0-based) of the instructions of `line`. */
+export interface AssemblyAnswer {
+  ok: boolean;
+  instance?: string;
+  error?: string;
+  kind?: AssemblyKind;
+  uri?: string;
+  text?: string;
+  lines?: number[];
 }
