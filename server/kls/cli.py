@@ -32,6 +32,7 @@ from kls.sandbox.workers import (
 from kls.template.source import findings_to_file, python_file, source_map_to_file
 
 if TYPE_CHECKING:
+    from kls.bench.run import BenchOptions
     from kls.compile import CompileOptions, CompileResult
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -195,6 +196,12 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--nvcc", default="nvcc")
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
+    bench.add_argument(
+        "--sanitize",
+        action="store_true",
+        help="run each instance once under compute-sanitizer's memcheck and racecheck instead "
+        "of timing it; each reported access is a finding at its template line",
+    )
     _add_extra_root(bench)
     _add_render_limits(bench)
     bench.set_defaults(func=cmd_bench)
@@ -825,6 +832,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         baseline=not args.no_baseline,
         timeout_s=args.timeout,
     )
+    if args.sanitize:
+        return _sanitize(specs, options, args.json)
     reports = []
     for spec in specs:
         report = benchmark_instance(
@@ -834,6 +843,24 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"{spec.name:32} {report.headline()}", flush=True)
     if args.json:
+        print(json.dumps([r.to_json() for r in reports], indent=2))
+    return EXIT_OK if all(r.ok for r in reports) else EXIT_FINDINGS
+
+
+def _sanitize(specs: list[InstanceSpec], options: BenchOptions, as_json: bool) -> int:
+    """`kls bench --sanitize`: each instance under memcheck and racecheck, findings printed."""
+    from kls.bench.sanitize import sanitize_instance
+
+    reports = []
+    for spec in specs:
+        print(f"kls: sanitizing {spec.name} ...", file=sys.stderr, flush=True)
+        report = sanitize_instance(spec, options)
+        reports.append(report)
+        if not as_json:
+            for finding in report.findings:
+                print(finding.format_line(), flush=True)
+            print(f"{spec.name:32} {report.headline()}", flush=True)
+    if as_json:
         print(json.dumps([r.to_json() for r in reports], indent=2))
     return EXIT_OK if all(r.ok for r in reports) else EXIT_FINDINGS
 

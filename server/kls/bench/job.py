@@ -50,6 +50,13 @@ class BenchJob:
     # [C type, value] for M, N, K, B, lda..ldd, each buffer's offset, then runtime args.
     extra_args: list[list[Any]] = field(default_factory=list)
     tolerance: float | None = None  # max relative error; None: by the output's dtype
+    # The gemm reference's and the cuBLAS baseline's tensors: X, W, then the optional Bias.
+    operands: list[str] = field(default_factory=lambda: ["X", "W", "Bias"])
+    # A rendered Python module the worker launches itself (the triton profile: its text,
+    # kernel, tensors in argument order and Inductor's launch arguments; kls.bench.module),
+    # in place of a built library's entry. None: library and symbol.
+    module: dict[str, Any] | None = None
+    measure: bool = True  # False: one verified launch, nothing timed (under compute-sanitizer)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -241,3 +241,18 @@ def verify_user(
         results.append(compare(got, want.reshape(-1), indices, limit, unwritten))
     failing = [v for v in results if not v.ok]
     return failing[0] if failing else max(results, key=lambda v: v.max_error)
+
+
+# -- references by name, for kernels whose profile chooses them (kls.profiles' bench_reference)
+# Each takes the input tensors (kls.toml order) as NumPy arrays and returns the outputs, like a
+# user's reference. The hook for flex attention: its reference (torch's eager flex_attention
+# with the instance's mods, or an fp32 SDPA math reference) registers here as "flex" once kls
+# lowers flex instances; until then a flex benchmark says so instead of failing obscurely.
+NAMED_REFERENCES: dict[str, Callable[..., Any]] = {}
+PENDING_REFERENCES: dict[str, str] = {
+    "flex": (
+        'flex attention has no built-in reference in kls yet: set reference = "refs.py:fn" '
+        "(your function: the inputs as NumPy arrays in, the output out) or reference = "
+        '"none" to time it without verifying'
+    ),
+}

@@ -86,9 +86,8 @@ def work(job: BenchJob) -> tuple[float, float]:
     moved = float(
         sum(t.storage_elements * _element_size(t.dtype) for t in job.tensors.values() if t)
     )
-    if job.reference == "gemm":
-        x = job.tensors["X"]
-        assert x is not None
+    x = job.tensors.get(job.operands[0]) if job.operands else None
+    if job.reference == "gemm" and x is not None:
         m_n = 1
         for s in out.shape:
             m_n *= s

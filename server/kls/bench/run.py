@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kls.bench.history import History
 from kls.bench.job import BenchJob, TensorJob, Timing
@@ -20,6 +23,11 @@ from kls.profiles import profile
 from kls.render import RenderResult
 
 Progress = Callable[[str], None]
+NO_REFERENCE = (
+    'no reference to verify against: in kls.toml set reference = "refs.py:add" (your own '
+    'function: it takes the inputs as NumPy arrays and returns the outputs), "gemm" or '
+    '"softmax", or "none" to time without verifying'
+)
 
 
 @dataclass
@@ -56,21 +64,96 @@ def make_job(
             )
         )
     kernel = rendered.kernel
-    extra = profile(instance.profile).call_arguments(kernel)
+    prof = profile(instance.profile)
+    extra = prof.call_arguments(kernel)
     return BenchJob(
         library=str(library),
         symbol=instance.kernel_name,
         params=[p.buffer for p in rendered.params],
         extra_args=[[ctype, value] for ctype, value in extra],
         tensors=tensors,
-        reference=instance.reference,
+        reference=prof.bench_reference(instance, rendered),
         alpha=instance.alpha,
         beta=instance.beta,
         seed=options.seed,
         timing=options.timing,
         baseline=options.baseline,
         tolerance=instance.tolerance,
+        operands=list(prof.bench_operands(instance)),
     )
+
+
+def make_module_job(
+    instance: InstanceSpec, rendered: RenderResult, launch: dict[str, Any], options: BenchOptions
+) -> BenchJob:
+    """The worker's job for a rendered module it launches itself (the triton profile): the
+    tensors in the kernel's argument order, the last one the output."""
+    order = [str(n) for n in launch.get("tensors", [])]
+    tensors: dict[str, TensorJob | None] = {}
+    for name, spec in instance.tensors.items():
+        tensors[name] = (
+            None
+            if spec is None
+            else TensorJob(
+                name,
+                list(spec.shape),
+                list(spec.stride),
+                spec.dtype.name,
+                spec.offset,
+                is_output=bool(order) and name == order[-1],
+            )
+        )
+    prof = profile(instance.profile)
+    return BenchJob(
+        library="",
+        symbol=str(launch.get("kernel", "")),
+        params=order,
+        tensors=tensors,
+        reference=prof.bench_reference(instance, rendered),
+        alpha=instance.alpha,
+        beta=instance.beta,
+        seed=options.seed,
+        timing=options.timing,
+        baseline=options.baseline,
+        tolerance=instance.tolerance,
+        operands=list(prof.bench_operands(instance)),
+        module=launch,
+    )
+
+
+def worker_command(instance: InstanceSpec) -> tuple[list[str], dict[str, str]]:
+    """The benchmark worker's command in the Python the instance's profile names (the
+    triton profile: one with torch), and its environment (kls importable there too)."""
+    python = profile(instance.profile).bench_python() or sys.executable
+    server = str(Path(__file__).resolve().parents[2])  # the folder holding kls
+    path = os.pathsep.join(p for p in (server, os.environ.get("PYTHONPATH", "")) if p)
+    return [python, "-m", "kls.bench.worker"], {**os.environ, "PYTHONPATH": path}
+
+
+def prepare_job(
+    instance: InstanceSpec,
+    options: BenchOptions,
+    overrides: dict[Path, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> tuple[BenchJob | None, RenderResult | None, str]:
+    """Build (or, for a module kernel, render and compile) the instance, then its job: (job,
+    the render, "") or (None, the render, why not)."""
+    built = compile_instance(instance, options.compile, overrides, cancel)
+    rendered = built.rendered
+    if not built.ok or rendered is None or rendered.text is None:
+        first = built.errors[0].format_line() if built.errors else "build failed"
+        return None, rendered, f"build failed: {first}"
+    launch = profile(instance.profile).bench_launch(instance, rendered)
+    if launch is None and built.artifact is None:
+        return None, rendered, "build failed: no library was built"
+    job = (
+        make_module_job(instance, rendered, launch, options)
+        if launch is not None
+        else make_job(instance, rendered, built.artifact or Path(), options)
+    )
+    if job.reference == UNSET_REFERENCE:
+        return None, rendered, NO_REFERENCE
+    return job, rendered, ""
 
 
 def benchmark_instance(
@@ -86,22 +169,12 @@ def benchmark_instance(
     history = history or History(instance.config_path.parent)
     previous = history.last(instance.name)
     say(f"building {instance.name}")
-    built = compile_instance(instance, options.compile, overrides, cancel)
-    rendered = built.rendered
-    if not built.ok or built.artifact is None or rendered is None or rendered.text is None:
-        first = built.errors[0].format_line() if built.errors else "build failed"
-        return _failed(instance, f"build failed: {first}", history)
-    if instance.reference == UNSET_REFERENCE:
-        return _failed(
-            instance,
-            'no reference to verify against: in kls.toml set reference = "refs.py:add" (your '
-            "own function: it takes the inputs as NumPy arrays and returns the outputs), "
-            '"gemm" or "softmax", or "none" to time without verifying',
-            history,
-        )
-    job = make_job(instance, rendered, built.artifact, options)
+    job, rendered, problem = prepare_job(instance, options, overrides, cancel)
+    if job is None or rendered is None or rendered.text is None:
+        return _failed(instance, problem, history)
     say(f"verifying and timing {instance.name} on the GPU")
-    outcome = run_worker(job, options.timeout_s, options.worker, cancel)
+    command, env = worker_command(instance)
+    outcome = run_worker(job, options.timeout_s, options.worker or command, cancel, env)
     if not outcome.ok:
         report = _failed(instance, outcome.message, history, record=False)
         report.verification = outcome.result.get("verification", {})

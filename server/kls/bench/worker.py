@@ -20,8 +20,11 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob, Timing
+from kls.bench.launch import Prepared, StageError
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64, uniform_storage
 from kls.bench.reference import (
+    NAMED_REFERENCES,
+    PENDING_REFERENCES,
     HostTensor,
     UserReferenceError,
     is_user_reference,
@@ -33,12 +36,9 @@ from kls.bench.reference import (
 from kls.bench.stats import should_stop, summarize
 
 FLUSH_MIN_BYTES = 256 * 1024 * 1024
-
-
-class StageError(Exception):
-    def __init__(self, stage: str, message: str) -> None:
-        super().__init__(message)
-        self.stage = stage
+# The result goes to the stdout the worker started with: a module imported later may point
+# sys.stdout elsewhere (the Triton render worker's helpers send prints to stderr).
+_RESULTS = sys.stdout
 
 
 def main() -> int:
@@ -54,8 +54,8 @@ def main() -> int:
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc(),
         }
-    sys.stdout.write("\n" + json.dumps(result) + "\n")
-    sys.stdout.flush()
+    _RESULTS.write("\n" + json.dumps(result) + "\n")
+    _RESULTS.flush()
     return 0
 
 
@@ -173,32 +173,59 @@ def run(job: BenchJob) -> dict[str, Any]:
     user_reference = _load_user_reference(job.reference)
     cuda = Cuda()
     info = cuda.device_info()
+    rng = np.random.default_rng(job.seed)
+    if job.module is not None:  # a rendered Python module (Triton): torch and triton here only
+        from kls.bench.module import prepare_module
+
+        prepared = prepare_module(cuda, job, rng)
+    else:
+        prepared = prepare_library(cuda, job, rng)
+    return measure(cuda, job, info, prepared, rng, user_reference)
+
+
+def prepare_library(cuda: Cuda, job: BenchJob, rng: np.random.Generator) -> Prepared:
+    """The built library's entry, its workspace queried and allocated."""
     fn = load_entry(job.library, job.symbol, len(job.params), [t for t, _ in job.extra_args])
     extra = tuple(int(v) for _, v in job.extra_args)
-    rng = np.random.default_rng(job.seed)
     host, pointers = upload_tensors(cuda, job, rng)
     size = ctypes.c_size_t(0)
     call = marshal.workspace_query(job.params, ctypes.addressof(size), cuda.stream_handle, extra)
     check_rc(fn(*call.args()), "workspace query")
     workspace = cuda.alloc(size.value) if size.value else None
     launch = marshal.launch(job.params, pointers, workspace, cuda.stream_handle, extra)
+    return Prepared(
+        host,
+        pointers,
+        lambda: check_rc(fn(*launch.args()), "run"),
+        {"workspace_bytes": size.value},
+    )
 
-    out = job.output()
-    poison(cuda, out, pointers)
-    check_rc(fn(*launch.args()), "first run")
+
+def measure(
+    cuda: Cuda,
+    job: BenchJob,
+    info: dict[str, Any],
+    prepared: Prepared,
+    rng: np.random.Generator,
+    user_reference: Callable[..., Any] | None,
+) -> dict[str, Any]:
+    """One launch on poisoned output, verified; then (job.measure) timed, with the baseline."""
+    host, pointers = prepared.host, prepared.pointers
+    poison(cuda, job.output(), pointers)
+    prepared.launch()
     try:
         cuda.sync()
     except StageError as exc:  # a fault surfaces at the first synchronize after the launch
         raise StageError(
             "run",
             f"the kernel failed on its first run ({exc}); check its pointers, strides and "
-            "bounds, e.g. with compute-sanitizer",
+            "bounds, e.g. with kls bench --sanitize",
         ) from exc
     verification = verify(cuda, job, host, pointers, rng, user_reference)
     result: dict[str, Any] = {
         "ok": verification.ok,
         "device": info,
-        "workspace_bytes": size.value,
+        **prepared.details,
         "verification": verification.to_json(),
         "verified": job.reference != "none",
     }
@@ -206,13 +233,13 @@ def run(job: BenchJob) -> dict[str, Any]:
         result["stage"] = "verify"
         result["error"] = describe_failure(verification)
         return result
+    if not job.measure:
+        return result
     # Twice the L2, and at least 256 MiB: the flush also keeps the GPU busy while the host runs
     # the entry's own launch work, so that work is not timed as kernel time.
     flush_bytes = max(2 * int(info["l2_bytes"]), FLUSH_MIN_BYTES)
     flush = cuda.alloc(flush_bytes) if job.timing.flush_l2 else None
-    samples, clocks = time_kernel(
-        cuda, lambda: check_rc(fn(*launch.args()), "timed run"), job, flush, flush_bytes
-    )
+    samples, clocks = time_kernel(cuda, prepared.launch, job, flush, flush_bytes)
     result["timing"] = summarize(samples).to_json()
     result["clocks"] = clocks
     result["l2_flush_bytes"] = flush_bytes if flush else 0
@@ -256,6 +283,11 @@ def poison(cuda: Cuda, out: TensorJob, pointers: dict[str, int]) -> None:
 
 
 def _load_user_reference(reference: str) -> Callable[..., Any] | None:
+    """The user's function, or a named reference (kls.bench.reference.NAMED_REFERENCES)."""
+    if reference in NAMED_REFERENCES:
+        return NAMED_REFERENCES[reference]
+    if reference in PENDING_REFERENCES:
+        raise StageError("reference", PENDING_REFERENCES[reference])
     if not is_user_reference(reference):
         return None
     try:
@@ -288,15 +320,25 @@ def verify(
         except UserReferenceError as exc:
             raise StageError("reference", f'reference = "{job.reference}": {exc}') from exc
     if job.reference == "gemm":
-        x, w, bias = host.get("X"), host.get("W"), host.get("Bias")
+        x, w, bias = operand_tensors(job, host)
         if x is None or w is None:
-            raise StageError("verify", "a gemm reference needs tensors X and W")
+            names = " and ".join(job.operands[:2])
+            raise StageError("verify", f"a gemm reference needs tensors {names}")
         v = verify_gemm(x, w, bias, y, job.alpha, job.beta, job.samples, rng, unwritten)
         return _with_tolerance(v, job.tolerance)
     if job.reference == "softmax":
         v = verify_softmax(host["X"], y, max(job.samples // 16, 8), rng, unwritten)
         return _with_tolerance(v, job.tolerance)
     raise StageError("verify", "no reference for this instance: set reference in kls.toml")
+
+
+def operand_tensors(
+    job: BenchJob, host: dict[str, HostTensor]
+) -> tuple[HostTensor | None, HostTensor | None, HostTensor | None]:
+    """The gemm's X, W and Bias, by the job's operand names (a missing one is None)."""
+    names = [*job.operands, "", "", ""][:3]
+    x, w, bias = (host.get(n) if n else None for n in names)
+    return x, w, bias
 
 
 def _with_tolerance(v: Verification, tolerance: float | None) -> Verification:
@@ -432,8 +474,10 @@ def _as_torch(torch: Any, t: HostTensor) -> Any:
 def _torch_baseline(
     torch: Any, job: BenchJob, host: dict[str, HostTensor], flush_bytes: int
 ) -> dict[str, Any]:
-    x, w = _as_torch(torch, host["X"]), _as_torch(torch, host["W"])
-    bias = host.get("Bias")
+    xh, wh, bias = operand_tensors(job, host)
+    if xh is None or wh is None:
+        return {"available": False, "reason": "the job names no gemm operands"}
+    x, w = _as_torch(torch, xh), _as_torch(torch, wh)
     b = _as_torch(torch, bias) if bias is not None and job.beta != 0 else None
     flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
 

@@ -237,6 +237,32 @@ RULES: dict[str, Rule] = {
             Severity.INFO,
             "the last tune of the active instance: its winner and margin over the current op",
         ),
+        Rule(
+            "KT720",
+            "sanitizer-memcheck",
+            _E,
+            "compute-sanitizer's memcheck reported an access (out of bounds, misaligned, a "
+            "hardware exception) at the template line that produced the load or store",
+        ),
+        Rule(
+            "KT721",
+            "sanitizer-racecheck",
+            _E,
+            "compute-sanitizer's racecheck reported a shared-memory race between two accesses",
+        ),
+        Rule(
+            "KT722",
+            "sanitizer-unavailable",
+            _W,
+            "compute-sanitizer is missing or refuses this machine's GPU: nothing was sanitized",
+        ),
+        Rule(
+            "KT723",
+            "sanitizer-run-failed",
+            _E,
+            "the run under compute-sanitizer failed (crash, wrong result, past its deadline) "
+            "without a report that locates it",
+        ),
     )
 }
 

@@ -20,6 +20,7 @@ from kls.compile.run import CompileCancelled
 from kls.findings import Finding, Severity
 from kls.lsp.protocol import BENCHMARK_COMMAND, BenchmarkAnswer, uri_argument
 from kls.lsp.state import NO_SETTINGS, KlsServer
+from kls.lsp.tune import signature_ranges
 from kls.positions import Range
 from kls.template.model import parse_template
 from kls.template.source import is_python_file
@@ -79,10 +80,10 @@ def bench_findings(ls: KlsServer, uri: str) -> list[Finding]:
     view = bench_view(ls, uri)
     if view is None or uri not in ls.docs or is_python_file(ls.path(uri)):
         return []  # (a Python file is no template: its constants are, kls.lsp.python_documents)
-    calls = parse_template(ls.text(uri)).calls_to("kernel", "def_kernel")
-    if not calls:
+    anchors = signature_ranges(parse_template(ls.text(uri)))
+    if not anchors:
         return []
-    return [bench_finding(view, calls[0].range, str(ls.path(uri)))]
+    return [bench_finding(view, anchors[0], str(ls.path(uri)))]
 
 
 def update_findings(ls: KlsServer, uri: str, first: bool = True) -> None:

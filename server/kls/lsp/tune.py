@@ -242,11 +242,15 @@ def tune_view(ls: KlsServer, uri: str) -> TuneView | None:
 # -- the diagnostic, lens and hint ------------------------------------------------------------
 
 
+DEF_KERNEL = frozenset({"def_kernel"})
+
+
 def signature_ranges(model: TemplateModel) -> list[Range]:
-    """Where a template declares its kernel: its `kernel.def_kernel(...)` calls, else (a
-    torch-2.11 GEMM, whose def_kernel Inductor ran before rendering) its
-    `{{kernel_call_signature}}`. Lenses, the kls-tune diagnostic and the hint go there."""
-    calls = model.calls_to("kernel", "def_kernel")
+    """Where a template declares its kernel: its `kernel.def_kernel(...)` calls, else a
+    Triton template's plain `def_kernel(...)`, else (a torch-2.11 GEMM, whose def_kernel
+    Inductor ran before rendering) its `{{kernel_call_signature}}`. Lenses, the kls-bench and
+    kls-tune diagnostics and the hints go there."""
+    calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(DEF_KERNEL)
     if calls:
         return [c.range for c in calls]
     return list(model.name_uses.get("kernel_call_signature", []))[:1]

@@ -141,6 +141,26 @@ class Profile:
                 found.setdefault(verdict.choice.conf_name, verdict.choice)
         return [found[k] for k in sorted(found)]
 
+    # -- the benchmark ---------------------------------------------------------------------
+    def bench_reference(self, instance: InstanceSpec, rendered: Any) -> str:
+        """What the benchmark verifies the output against: kls.toml's `reference`, or the
+        profile's choice for the rendered kernel where kls.toml names none."""
+        return instance.reference
+
+    def bench_operands(self, instance: InstanceSpec) -> tuple[str, ...]:
+        """The tensors the built-in gemm reference (and the cuBLAS baseline) read: X, W, then
+        the optional Bias."""
+        return ("X", "W", "Bias")
+
+    def bench_launch(self, instance: InstanceSpec, rendered: Any) -> dict[str, Any] | None:
+        """How the benchmark worker launches the rendered module itself (kls.bench.module
+        reads it), or None: the rendered text is built into a library whose entry is called."""
+        return None
+
+    def bench_python(self) -> str | None:
+        """The Python that runs the benchmark worker (None: the one running kls)."""
+        return None
+
     # -- the built entry -------------------------------------------------------------------
     def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:
         """Variables the entry takes at each call (one build serves all their values)."""

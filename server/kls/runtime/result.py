@@ -5,6 +5,7 @@ parameters and op of a CUTLASS kernel."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from kls.cuda_syntax import ParseOutcome
 from kls.cutlass.ops import EmittedOp
@@ -29,6 +30,9 @@ class RenderResult:
     # tree-sitter's parse of `text` (KT501), done by the render worker after the render;
     # None: not parsed (kls.checks.syntax then asks a worker to parse it).
     syntax: ParseOutcome | None = None
+    # A profile's own renderer only (Inductor's): how its module is launched, as it said
+    # (Triton: the template's name, the arguments after the tensors, the workspace).
+    launch: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from kls.findings import Severity
-from kls.instances.schema import InstanceSpec, TensorSpec
+from kls.instances.schema import UNSET_REFERENCE, InstanceSpec, TensorSpec
 from kls.profiles.base import Profile
 from kls.profiles.triton.align import align
-from kls.profiles.triton.client import WorkerUnavailable, shared_worker
+from kls.profiles.triton.client import WorkerUnavailable, shared_worker, torch_python
 from kls.profiles.triton.errors import finding_for
 from kls.profiles.triton.tensors import output_name
 from kls.runtime.kernel import SIGNATURE_C_NAMES
@@ -39,6 +39,11 @@ HELPERS = frozenset(
         "gen_argdefs",
         "gen_defines",
     }
+)
+
+# Inductor's matmul templates (their registered names): verified by a float64 matmul.
+MATMUL_TEMPLATES = frozenset(
+    {"mm", "bmm", "mm_persistent_tma", "blackwell_ws_persistent_device_tma"}
 )
 
 
@@ -120,6 +125,8 @@ class Triton(Profile):
             return result
         module = str(answer.get("module", ""))
         result.text = module
+        launch = answer.get("launch")
+        result.launch = launch if isinstance(launch, dict) else None
         result.source_map = SourceMap(
             [
                 Origin(path, line) if line is not None else None
@@ -127,6 +134,47 @@ class Triton(Profile):
             ]
         )
         return result
+
+    # -- the benchmark ---------------------------------------------------------------------
+    def bench_reference(self, instance: InstanceSpec, rendered: Any) -> str:
+        """Inductor's own mm and bmm: a float64 matmul of the first two inputs; its flex
+        attention: flex's own reference (kls.bench.reference's "flex" hook); a project's
+        template (which may borrow mm's launch and compute anything): kls.toml's."""
+        if instance.reference != UNSET_REFERENCE:
+            return instance.reference
+        launch = getattr(rendered, "launch", None) or {}
+        if not launch.get("inductor_text"):
+            return instance.reference
+        template = str(launch.get("template", ""))
+        if template in MATMUL_TEMPLATES:
+            return "gemm"
+        if template.startswith("flex"):
+            return "flex"
+        return instance.reference
+
+    def bench_operands(self, instance: InstanceSpec) -> tuple[str, ...]:
+        out = output_name(instance)
+        return tuple(n for n, s in instance.tensors.items() if n != out and s is not None)[:2]
+
+    def bench_launch(self, instance: InstanceSpec, rendered: Any) -> dict[str, Any] | None:
+        """The module, its kernel, the tensors in the kernel's argument order (the inputs in
+        kls.toml's order, then the output) and Inductor's launch arguments."""
+        launch = getattr(rendered, "launch", None)
+        text = getattr(rendered, "text", None)
+        out = output_name(instance)
+        if text is None or out is None:
+            return None
+        inputs = [n for n, s in instance.tensors.items() if n != out and s is not None]
+        return {
+            **(launch if isinstance(launch, dict) else {}),
+            "module": text,
+            "tensors": [*inputs, out],
+            "num_warps": instance.num_warps,
+            "num_stages": instance.num_stages,
+        }
+
+    def bench_python(self) -> str | None:
+        return torch_python()
 
 
 PROFILE = Triton(

@@ -196,7 +196,12 @@ class Renderer:
             return {
                 "module": f.read(),
                 "kernel_name": getattr(choice.bmreq, "kernel_name", ""),
-                "launch": launch_of(template.name, choice.bmreq),
+                "launch": {
+                    **launch_of(template.name, choice.bmreq),
+                    # The file is Inductor's own template (not a project's that borrows its
+                    # launch): what it computes is known (mm: a matmul).
+                    "inductor_text": self.by_hash.get(req.get("disk_sha256", "")) is not None,
+                },
             }
 
 
