@@ -11,14 +11,18 @@ import {
   State,
 } from "vscode-languageclient/node";
 
+import { ASSEMBLY_KINDS, ASSEMBLY_SCHEME, assemblyUriString, lineRuns, noInstructionsMessage } from "./logic/assembly";
 import { PushDiagnosticsOnly } from "./logic/diagnostics";
 import {
+  ASSEMBLY_COMMAND,
   BENCHMARK_COMMAND,
   CANCEL_COMMAND,
   COMPILE_COMMAND,
   PREVIEW_REQUEST,
   SELECT_INSTANCE_COMMAND,
   TUNE_COMMAND,
+  type AssemblyAnswer,
+  type AssemblyKind,
   type BenchmarkAnswer,
   type CancelAnswer,
   type CompileAnswer,
@@ -58,6 +62,9 @@ let previews: PreviewController;
 let controller: ClientController;
 // Python files whose string constants kls.toml names as templates (file.py::CONSTANT).
 let namedPythonFiles: string[] = [];
+// The PTX / SASS documents shown (kls-asm: URI -> the server's last listing).
+const assemblies = new Map<string, string>();
+const assemblyChanged = new vscode.EventEmitter<vscode.Uri>();
 
 /** The status bar item and what it shows: server state, active instance, running jobs. */
 class StatusController implements vscode.Disposable {
@@ -178,7 +185,14 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
       onDidChange: previews.changed.event,
       provideTextDocumentContent: providePreview,
     }),
+    vscode.workspace.registerTextDocumentContentProvider(ASSEMBLY_SCHEME, {
+      onDidChange: assemblyChanged.event,
+      provideTextDocumentContent: (uri) =>
+        assemblies.get(uri.toString()) ?? "// kls: run `kls: Show PTX / SASS` again (the listing is gone)\n",
+    }),
+    assemblyChanged,
     vscode.commands.registerCommand("kls.openPreview", openPreview),
+    vscode.commands.registerCommand("kls.showAssembly", showAssembly),
     vscode.commands.registerCommand("kls.pickInstance", pickInstance),
     vscode.commands.registerCommand("kls.statusClick", statusClick),
     vscode.commands.registerCommand("kls.cancelJobs", () => cancelJobs()),
@@ -627,4 +641,63 @@ async function runJob(command: string, mode?: CompileMode, arg?: unknown): Promi
     status.jobs.splice(status.jobs.indexOf(title), 1);
     status.render();
   }
+}
+
+/** The PTX or SASS of the active Triton instance beside the editor, with the instructions of
+ * the cursor's line selected: a template line, or a module line in the preview. */
+async function showAssembly(kindArg?: unknown): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  const document = editor?.document;
+  const fromPreview = document?.uri.scheme === PREVIEW_SCHEME;
+  const fromTemplate = document !== undefined && LANGUAGES.includes(document.languageId);
+  const client = controller.client;
+  if (!editor || !document || !(fromPreview || fromTemplate) || !client) {
+    void vscode.window.showInformationMessage("kls: open a Triton template (.py.jinja) or its preview first.");
+    return;
+  }
+  if (!vscode.workspace.isTrusted) {
+    void vscode.window.showWarningMessage(
+      "kls: the PTX / SASS view is off in an untrusted workspace: it runs Inductor and Triton on this workspace's templates. Trust the workspace to enable it.",
+    );
+    return;
+  }
+  const kind = ASSEMBLY_KINDS.includes(kindArg as AssemblyKind)
+    ? (kindArg as AssemblyKind)
+    : ((await vscode.window.showQuickPick(ASSEMBLY_KINDS, { placeHolder: "Which listing?" })) as AssemblyKind | undefined);
+  if (!kind) {
+    return;
+  }
+  const target = fromPreview
+    ? parsePreviewUri(document.uri.scheme, document.uri.path, document.uri.query)
+    : { templatePath: document.uri.fsPath };
+  if (!target) {
+    return;
+  }
+  const line = editor.selection.active.line;
+  const answer = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Window, title: `kls: Triton ${kind}` },
+    () =>
+      client.sendRequest<AssemblyAnswer>("workspace/executeCommand", {
+        command: ASSEMBLY_COMMAND,
+        arguments: [document.uri.toString(), kind, line],
+      }),
+  );
+  if (!answer.ok || answer.text === undefined) {
+    void vscode.window.showWarningMessage(`kls: ${answer.error ?? "no listing"}`);
+    return;
+  }
+  const uri = vscode.Uri.parse(assemblyUriString(target.templatePath, kind, answer.instance));
+  assemblies.set(uri.toString(), answer.text);
+  assemblyChanged.fire(uri);
+  const listing = await vscode.workspace.openTextDocument(uri);
+  const shown = await vscode.window.showTextDocument(listing, { viewColumn: vscode.ViewColumn.Beside, preview: false });
+  const runs = lineRuns(answer.lines ?? []).filter(([, last]) => last < listing.lineCount);
+  if (runs.length === 0) {
+    void vscode.window.setStatusBarMessage(noInstructionsMessage(kind, line), 10_000);
+    return;
+  }
+  shown.selections = runs.map(
+    ([first, last]) => new vscode.Selection(first, 0, last, listing.lineAt(last).text.length),
+  );
+  shown.revealRange(new vscode.Range(runs[0][0], 0, runs[0][1], 0), vscode.TextEditorRevealType.InCenter);
 }
