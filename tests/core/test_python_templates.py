@@ -124,7 +124,8 @@ def test_non_ascii_before_the_string_and_a_crlf_file() -> None:
     ("value", "said"),
     [
         ('f"{{ x }} {y}"', "f-string"),
-        ('"a" + "b"', "concatenation (+)"),
+        ('"a" + str(1)', "joined with + from a part"),
+        ('"a" + LATER', "joined with + from 'LATER'"),
         ('"{} x".format(1)', "format(...)"),
         ('"%s" % "x"', "%-formatting"),
         ('b"x"', "bytes constant"),
@@ -298,7 +299,7 @@ def _project(tmp_path: Path, py: str, template: str) -> Path:
     [
         ("t.py::TEMPLAT", "no module-level constant 'TEMPLAT' (did you mean 'TEMPLATE'?)"),
         ("t.py::FANCY", "is an f-string"),
-        ("t.py::JOINED", "concatenation (+)"),
+        ("t.py::JOINED", "joined with + from a part"),
         ("t.py::FORMATTED", "format(...)"),
         ("missing.py::TEMPLATE", "template file not found: missing.py"),
         ("kls.toml::TEMPLATE", "only a Python file (.py) holds template constants"),
@@ -313,7 +314,7 @@ def test_config_names_a_constant_kls_cannot_read(tmp_path: Path, template: str, 
         """\
         TEMPLATE = "// {{ kernel_name }}"
         FANCY = f"// {1}"
-        JOINED = "a" + "b"
+        JOINED = "a" + str(1)
         FORMATTED = "// {}".format(1)
         """,
         template,

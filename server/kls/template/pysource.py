@@ -8,8 +8,12 @@ for one, implicit concatenation (`"ab" "cd"`) jumps over the quotes and whitespa
 parts, and a backslash at the end of a line inside a non-raw string writes nothing. `PyConstant`
 maps positions both ways between the template's own text (what the pipeline sees) and the file.
 
-A constant whose value is computed at import time (`+`, `%`, `.format(...)`, an f-string, a name)
-cannot be read without running the file; it becomes a `PyProblem` that says so and how to fix it.
+A constant may also be joined with `+` from string literals and the file's earlier string
+constants (`r'...' + LOOP_BODY + '...'`): each character maps to where it is written, so a shared
+piece maps to its own lines. Templates registered by a call (`TritonTemplate(name="mm_plus_mm",
+source=...)`, kls.template.pyregistered) are read the same way, under their registered name.
+A constant whose value needs the file to run (`%`, `.format(...)`, an f-string, a call) becomes a
+`PyProblem` that says so and how to fix it.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import ast
 import bisect
 import functools
 import io
+import itertools
 import tokenize
 import unicodedata
 import warnings
 from dataclasses import dataclass
 
 from kls.positions import LineIndex, Position, Range
+from kls.template.pyregistered import registered_templates
 
 _SIMPLE_ESCAPES = {
     "\\": "\\",
@@ -91,6 +97,8 @@ class PyConstant:
         if pos.line >= self.file_index.line_count or pos.column > len(line_text):
             return None
         offset = self.file_index.offset(pos)
+        if not self._in_file_order:
+            return self._from_file_joined(offset)
         k = bisect.bisect_right(self.starts, offset) - 1
         if k < 0:
             return None
@@ -98,6 +106,23 @@ class PyConstant:
             return self.index.position(k)
         if offset == self.ends[k] and (k + 1 == len(self.starts) or self.starts[k + 1] > offset):
             return self.index.position(k + 1)
+        return None
+
+    @functools.cached_property
+    def _in_file_order(self) -> bool:
+        """False for a joined template whose pieces are written out of order (a shared
+        constant defined above the call that joins it in)."""
+        return all(a <= b for a, b in itertools.pairwise(self.starts))
+
+    def _from_file_joined(self, offset: int) -> Position | None:
+        """from_file for a joined template: the first use of the character written at
+        `offset` (a piece joined in twice maps to its first use)."""
+        for k, (start, end) in enumerate(zip(self.starts, self.ends, strict=True)):
+            if start <= offset < end:
+                return self.index.position(k)
+        for k, end in enumerate(self.ends):
+            if end == offset:
+                return self.index.position(k + 1)
         return None
 
     def _offset(self, pos: Position) -> int:
@@ -157,7 +182,11 @@ def python_constants(text: str) -> PyModule:
         for name, value in _assignments(stmt):
             line = stmt.lineno - 1
             out.pop(name, None)  # the last assignment wins, and keeps its place in file order
-            out[name] = _constant(name, value, line, text, index, strings)
+            out[name] = _constant(name, value, line, text, index, strings, out)
+    for found in registered_templates(tree):
+        if found.name not in out:  # a module-level name of the same spelling wins
+            source = _constant(found.name, found.source, found.line, text, index, strings, out)
+            out[found.name] = source
     return PyModule(out)
 
 
@@ -180,30 +209,92 @@ def _constant(
     text: str,
     index: LineIndex,
     strings: list[tuple[int, int, str]],
+    known: dict[str, PyConstant | PyProblem],
 ) -> PyConstant | PyProblem:
+    """The constant `name` written as `value`: one literal, or (`+`) literals joined with the
+    file's string constants defined before it (`known`)."""
     if isinstance(value, ast.Constant) and isinstance(value.value, str):
-        start = _node_offset(text, index, value.lineno, value.col_offset)
-        assert value.end_lineno is not None and value.end_col_offset is not None
-        end = _node_offset(text, index, value.end_lineno, value.end_col_offset)
-        lo = bisect.bisect_left(strings, (start, -1, ""))
-        parts = []
-        for token in strings[lo:]:
-            if token[0] >= end:
-                break
-            parts.append(token)
-        decoded = _decode_parts(parts)
-        if decoded is not None and decoded[0] == value.value:
-            chars, starts, ends, raw = decoded
-            last = parts[-1]
-            close = last[1] - _quote_length(last[2])
-            return PyConstant(name, chars, line, starts, ends, close, index, raw)
-        return PyProblem(
-            name,
-            line,
-            f"kls could not locate the characters of '{name}' in the file; write it as one "
-            'plain or raw string literal (r"""...""")',
-        )
-    return PyProblem(name, line, _why_not_a_literal(name, value))
+        found = _literal(name, value, line, text, index, strings)
+        return found if found is not None else _unlocated(name, line)
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return PyProblem(name, line, _why_not_a_literal(name, value))
+    pieces: list[PyConstant] = []
+    for part in _added(value):
+        piece: PyConstant | PyProblem | None
+        if isinstance(part, ast.Constant) and isinstance(part.value, str):
+            piece = _literal(name, part, line, text, index, strings)
+            if piece is None:
+                return _unlocated(name, line)
+        elif isinstance(part, ast.Name):
+            piece = known.get(part.id)
+        else:
+            piece = None
+        if not isinstance(piece, PyConstant):
+            return PyProblem(name, line, _why_not_joinable(name, part))
+        pieces.append(piece)
+    return PyConstant(
+        name,
+        "".join(p.value for p in pieces),
+        line,
+        tuple(itertools.chain.from_iterable(p.starts for p in pieces)),
+        tuple(itertools.chain.from_iterable(p.ends for p in pieces)),
+        pieces[-1].end,
+        index,
+        all(p.raw for p in pieces),
+    )
+
+
+def _added(value: ast.expr) -> list[ast.expr]:
+    """The operands of a chain of `+`, left to right."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        return [*_added(value.left), *_added(value.right)]
+    return [value]
+
+
+def _literal(
+    name: str,
+    value: ast.Constant,
+    line: int,
+    text: str,
+    index: LineIndex,
+    strings: list[tuple[int, int, str]],
+) -> PyConstant | None:
+    """One string literal (implicit concatenation included) with its characters' places, or
+    None when its tokens cannot be matched to its value."""
+    start = _node_offset(text, index, value.lineno, value.col_offset)
+    assert value.end_lineno is not None and value.end_col_offset is not None
+    end = _node_offset(text, index, value.end_lineno, value.end_col_offset)
+    lo = bisect.bisect_left(strings, (start, -1, ""))
+    parts = []
+    for token in strings[lo:]:
+        if token[0] >= end:
+            break
+        parts.append(token)
+    decoded = _decode_parts(parts)
+    if decoded is None or decoded[0] != value.value:
+        return None
+    chars, starts, ends, raw = decoded
+    last = parts[-1]
+    close = last[1] - _quote_length(last[2])
+    return PyConstant(name, chars, line, starts, ends, close, index, raw)
+
+
+def _unlocated(name: str, line: int) -> PyProblem:
+    return PyProblem(
+        name,
+        line,
+        f"kls could not locate the characters of '{name}' in the file; write it as one "
+        'plain or raw string literal (r"""...""")',
+    )
+
+
+def _why_not_joinable(name: str, part: ast.expr) -> str:
+    what = f"'{part.id}'" if isinstance(part, ast.Name) else "a part"
+    return (
+        f"'{name}' is joined with + from {what}, which is not a string literal nor a string "
+        "constant defined above it in this file; kls reads a template joined from those only, "
+        "without running the file"
+    )
 
 
 def _why_not_a_literal(name: str, value: ast.expr) -> str:
@@ -226,6 +317,13 @@ def _why_not_a_literal(name: str, value: ast.expr) -> str:
     if isinstance(value, ast.Call):
         func = value.func
         called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "a call")
+        first = value.args[0] if value.args else None
+        if called == "load_kernel_template" and isinstance(first, ast.Constant):
+            stem = str(first.value)
+            return (
+                f"'{name}' is read by load_kernel_template({stem!r}) from the file "
+                f"templates/{stem}.py.jinja beside this one; name that file as the template"
+            )
         return f"'{name}' is computed by {called}(...) when Python runs the file; {fix}"
     if isinstance(value, ast.Name):
         return f"'{name}' is another name ('{value.id}'); name that constant instead"

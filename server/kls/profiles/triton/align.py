@@ -39,8 +39,10 @@ def align(template: str, rendered: str) -> list[int | None]:
     r_lines = rendered.split("\n")
     t_keys = [_literal(line) for line in t_lines]
     r_keys = [line.strip() for line in r_lines]
-    # Lines with spans never match in step 1: give them keys no rendered line has.
-    step1 = [k if k else f"\x00{i}" for i, k in enumerate(t_keys)]
+    # Lines with spans never match in step 1: give them keys no rendered line has. Blank
+    # lines do match, so a block written twice (a piece a template joins in twice) is one
+    # run with the literal lines around the copy that rendered, not broken at each blank.
+    step1 = [k if k is not None else f"\x00{i}" for i, k in enumerate(t_keys)]
     matcher = SequenceMatcher(None, step1, r_keys, autojunk=False)
     out: list[int | None] = [None] * len(r_lines)
     anchors: list[tuple[int, int]] = [(-1, -1)]
