@@ -53,12 +53,14 @@ LAUNCH_ARGS = frozenset({"tma_store", "transpose_discontiguous_tensor_descriptor
 
 
 def normalize(text: str) -> str:
-    """The module with the names Inductor generates per process replaced: the kernel's
-    function name and inductor_meta's kernel_name."""
+    """The module with what Inductor generates per process and machine replaced: the
+    kernel's function name, inductor_meta's kernel_name, and its backend_hash (a hash of the
+    Triton build, whose native library differs between Python versions)."""
     found = re.search(r"^def (\w+)\(", text, re.M)
     if found:
         text = re.sub(rf"\b{re.escape(found.group(1))}\b", KERNEL, text)
-    return re.sub(r"'kernel_name': '[^']*'", f"'kernel_name': '{KERNEL}'", text)
+    text = re.sub(r"'kernel_name': '[^']*'", f"'kernel_name': '{KERNEL}'", text)
+    return re.sub(r"'backend_hash': '[0-9A-Fa-f]+'", "'backend_hash': 'BACKEND_HASH'", text)
 
 
 def first_difference(inductor: str, kls: str) -> str:
