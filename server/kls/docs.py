@@ -171,6 +171,13 @@ def generate() -> str:
         if p.language == "python":
             parts.append(_triton_section())
             continue
+        if p.same_api_as:
+            reserved = ", ".join(f"`{n}`" for n in sorted(p.reserved_c_names("cutlass_gemm")))
+            parts.append(
+                f"The helpers and context names of `{p.same_api_as}`, above. Reserved C names of "
+                f"a GEMM (no buffer may take them, KT208): {reserved}.\n"
+            )
+            continue
         table = helpers(p.name)
         for owner in ("kernel", "template"):
             parts.append(f"### `{owner}.*`\n")

@@ -417,9 +417,10 @@ _CHANGED: dict[str, tuple[HelperSig, ...]] = {"torch-2.11": tuple(_CHANGED_2_11)
 
 def _for_profile(name: str) -> dict[tuple[str, str], HelperSig]:
     facts = PROFILES[name]
+    api = facts.same_api_as or name  # a profile with another's API has its helpers' docs
     table = dict(_HELPERS_2023)
-    table.update({(h.owner, h.name): h for h in _CHANGED.get(name, ())})
-    docs = _DOCS.get(name, {})
+    table.update({(h.owner, h.name): h for h in _CHANGED.get(api, ())})
+    docs = _DOCS.get(api, {})
     return {
         k: replace(h, example=docs[k][0], renders=docs[k][1], traps=docs[k][2]) if k in docs else h
         for k, h in table.items()

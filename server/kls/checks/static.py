@@ -79,8 +79,12 @@ def _helper_findings(call: HelperCall, path: str, profile: str | None) -> Iterat
             names = [o_n[1] for o_n in table if o_n[0] == call.owner]
             hint = did_you_mean(call.helper, names)
             where = f"profile {profile}" if profile else "any profile"
-            others = [
-                p for p in PROFILES if p != profile and (call.owner, call.helper) in helpers(p)
+            others = [  # (a profile with another's API is named by that one)
+                p
+                for p, facts in PROFILES.items()
+                if p != profile
+                and not facts.same_api_as
+                and (call.owner, call.helper) in helpers(p)
             ]
             also = f" ({', '.join(others)} has it)" if others and profile else ""
             yield finding(

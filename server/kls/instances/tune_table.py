@@ -8,11 +8,13 @@ It lives with the instances because kls.toml is theirs; `kls tune` reads it from
     ops = ["cutlass3x_sm90_..."]               # optional: exactly these ops (still filtered)
     shapes = [[128, 4096, 4096], [8192, 14336, 4096]]   # optional: GEMM M, N, K to time
     cutlass_instantiation_level = "2222"       # optional: draw the ops from this list
+    dispatch = "m"                             # optional: --apply also writes one instance
+                                               # per M bucket of the shapes (kls.tune.dispatch)
 
-Every key other than `op_filter`, `ops`, `shapes` and `cutlass_instantiation_level` names a
-template variable and lists its values; candidates are the compatible ops crossed with every
-combination. A variable that the profile passes at run time (torch-2.11 GEMMs: `swizzle`)
-needs no build of its own.
+Every key other than `op_filter`, `ops`, `shapes`, `cutlass_instantiation_level` and
+`dispatch` names a template variable and lists its values; candidates are the compatible ops
+crossed with every combination. A variable that the profile passes at run time (torch-2.11
+GEMMs: `swizzle`; torch-2.11-streamk adds the stream-K scheduler's) needs no build of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level")
+RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level", "dispatch")
+DISPATCH_KINDS = ("m",)  # "m": one instance per M bucket of the tuned shapes
 FILTER_KEYS = ("contains", "exclude")
 
 
@@ -48,6 +51,7 @@ class TuneSpace:
     shapes: tuple[tuple[int, int, int], ...] = ()
     level: str | None = None  # Inductor's cutlass_instantiation_level; None: the instance's
     declared: bool = False  # False: the instance has no tune table (defaults used)
+    dispatch: str | None = None  # "m": --apply writes a per-M-bucket dispatch too
 
     def combos(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
         """Every combination of the listed values of `names` (in declaration order)."""
@@ -76,6 +80,17 @@ def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpac
             f"{where}: shapes lists no shapes (leave the key out to time the instance's own)"
         )
     level = _level(raw.get("cutlass_instantiation_level"), where)
+    dispatch = raw.get("dispatch")
+    if dispatch is not None and dispatch not in DISPATCH_KINDS:
+        raise TuneSpaceError(
+            f'{where}: dispatch is {dispatch!r}; the one kind is "m" (one instance per M '
+            "bucket of the shapes)"
+        )
+    if dispatch is not None and len({s[0] for s in shapes}) < 2:
+        raise TuneSpaceError(
+            f"{where}: dispatch = {dispatch!r} needs shapes of at least two M values (each "
+            "M bucket gets its own instance)"
+        )
     variables: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
         if key in RESERVED:
@@ -99,7 +114,9 @@ def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpac
                 f"{bad[0]!r} is not one"
             )
         variables[key] = tuple(dict.fromkeys(values))  # duplicates once, order kept
-    return TuneSpace(contains, exclude, ops, variables, shapes, level, declared=True)
+    return TuneSpace(
+        contains, exclude, ops, variables, shapes, level, declared=True, dispatch=dispatch
+    )
 
 
 def _level(value: Any, where: str) -> str | None:

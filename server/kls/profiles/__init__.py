@@ -11,6 +11,7 @@ from __future__ import annotations
 from kls.instances.schema import RENAMED_PROFILES
 from kls.profiles import inductor2023, op_list, torch211, triton
 from kls.profiles.base import ConfigProblem, OpChoice, Profile, RenderSession, Verdict
+from kls.profiles.torch211 import scheduler as torch211_scheduler
 
 PROFILES: dict[str, Profile] = {}
 
@@ -23,6 +24,7 @@ def register(new: Profile) -> Profile:
 
 register(inductor2023.PROFILE)
 register(torch211.PROFILE)
+register(torch211_scheduler.PROFILE)
 register(triton.PROFILE)
 
 DEFAULT = inductor2023.PROFILE.name

@@ -10,7 +10,8 @@ profile provides
 - `finish`: the step after Jinja (e.g. torch 2.11's `IndentedBuffer.splice`);
 - `runtime_variables` and `call_arguments`: the values the built entry takes at each call
   besides the tensors (sizes, offsets, swizzle), as names for tune tables and as (C type,
-  value) pairs for the benchmark;
+  value) pairs for the benchmark; `runtime_defaults` and `runtime_setting` (their values
+  when unset, and which settings the entry refuses or runs alike: the tune times one each);
 - `prepare_op`: kls's own trusted work before a render's deadline starts (the op list);
 - rule facts: whether the template itself must call def_kernel (KT209) and whether its
   signature carries PT_EXPORT (KT405's advice);
@@ -77,6 +78,8 @@ class Profile:
     torch_versions: tuple[tuple[int, int], ...] = ()  # the torch releases it mirrors
     # Whether def_kernel's signature begins with PT_EXPORT (a second one is a mistake).
     signature_exports: bool = False
+    # A profile with another's template API (helpers, context names), its docs said once there.
+    same_api_as: str = ""
     # What the template renders to: "cuda" (C++, checked with tree-sitter and nvcc) or
     # "python" (a Triton module, checked with ast and Triton's compiler).
     language: ClassVar[str] = "cuda"
@@ -169,6 +172,18 @@ class Profile:
     def call_arguments(self, kernel: Kernel | None) -> list[tuple[str, int]]:
         """(C type, value) of every argument after the tensor pointers."""
         return []
+
+    def runtime_defaults(self, instance: InstanceSpec) -> dict[str, int]:
+        """The value the render passes for each runtime variable the instance leaves unset."""
+        return {}
+
+    def runtime_setting(
+        self, instance: InstanceSpec, values: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """`values` of the runtime variables (the instance's own for those left out), in the
+        canonical form of the setting they make: two settings the kernel runs alike map to
+        one form, so a tune times one of them; None for a setting the entry refuses."""
+        return {**self.runtime_defaults(instance), **values}
 
 
 ContextBuilder = Callable[..., dict[str, Any]]

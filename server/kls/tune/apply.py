@@ -1,10 +1,16 @@
 """`--apply`: write the winner's op and variables into the instance's table in kls.toml (or
 `[tool.kls]` in pyproject.toml) with tomlkit, so every comment, blank line and the order and
 style of the other keys stay as they were. `op_filter` gives way to the exact `op`, and a
-winner from another op list (the tune table's `cutlass_instantiation_level`) brings its level."""
+winner from another op list (the tune table's `cutlass_instantiation_level`) brings its level.
+
+With `dispatch = "m"` in the tune table, `--apply` also writes one instance per M bucket
+(`apply_dispatch`): a copy of the instance's own table (less its tune table), its tensors at
+the bucket's M, and the bucket's op and variables; a bucket instance that exists already only
+has its op, variables and level replaced, as the instance's own does."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +63,82 @@ def apply_winner(
         + (f"; {settings}" if settings else "")
         + level_note
     )
+
+
+BUCKET_SKIPPED = ("tune", "op", "op_filter", "vars", "cutlass_instantiation_level", "tensors")
+
+
+def apply_dispatch(config: Path, instance: str, buckets: list[Bucket]) -> list[str]:
+    """Write each bucket's instance into `config` (created from `instance`'s table when it is
+    not there yet); one line a bucket saying what changed."""
+    lines = []
+    for bucket in buckets:
+        created = _add_bucket_table(config, instance, bucket)
+        line = apply_winner(config, bucket.name, bucket.op, bucket.variables, bucket.level)
+        lines.append(f"{line} ({bucket.where}{', new' if created else ''})")
+    return lines
+
+
+@dataclass(frozen=True)
+class Bucket:
+    """One instance of the dispatch: its name, the M range it serves (`where`, in words), the
+    M its tensors take, and its configuration."""
+
+    name: str
+    where: str
+    m: int
+    op: str
+    variables: dict[str, Any]
+    level: str
+
+
+def _add_bucket_table(config: Path, instance: str, bucket: Bucket) -> bool:
+    """Create the bucket's table from the instance's own, unless it exists; whether it did."""
+    import tomlkit
+    from tomlkit.exceptions import TOMLKitError
+
+    try:
+        doc = tomlkit.parse(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
+        raise ApplyError(f"cannot read {config}: {exc}") from None
+    root: Any = doc.get("tool", {}).get("kls", {}) if config.name == "pyproject.toml" else doc
+    instances: Any = root.get("instances") if hasattr(root, "get") else None
+    base = instances.get(instance) if instances is not None else None
+    if base is None:
+        raise ApplyError(f"{config} has no table for instance '{instance}'")
+    if bucket.name in instances:
+        return False
+    table = tomlkit.table()
+    table.comment(f"dispatch of {instance} (kls tune --apply): {bucket.where}")
+    for key, value in base.items():
+        if key not in BUCKET_SKIPPED:
+            table.add(key, value.unwrap() if hasattr(value, "unwrap") else value)
+    for name, tensor in _bucket_tensors(base.get("tensors"), bucket.m).items():
+        table.add(tomlkit.key(["tensors", name]), tensor)
+    instances.add(bucket.name, table)
+    write_atomic(config, tomlkit.dumps(doc).encode("utf-8"))
+    return True
+
+
+def _bucket_tensors(tensors: Any, m: int) -> dict[str, Any]:
+    """The instance's tensors with M (the rows of X, Y and a Bias) set to `m`."""
+    import tomlkit
+
+    out: dict[str, Any] = {}
+    for name, value in (tensors or {}).items():
+        plain = value.unwrap() if hasattr(value, "unwrap") else value
+        if isinstance(plain, dict) and name in ("X", "Y", "Bias") and "shape" in plain:
+            shape = list(plain["shape"])
+            if len(shape) >= 2:
+                shape[-2] = m
+            plain = {**plain, "shape": shape}
+        if isinstance(plain, dict):
+            inline = tomlkit.inline_table()
+            inline.update(plain)
+            out[name] = inline
+        else:
+            out[name] = plain
+    return out
 
 
 def level_to_write(op: str, op_level: str, instance_level: str, arch: str) -> str:

@@ -7,6 +7,13 @@ tune table's `op_filter` / `ops` narrow it.
 `--limit N` keeps N candidates spread evenly over that sorted list (indices
 floor(i * len / N), i = 0..N-1): the same space and N always give the same subset, and it
 covers every tile family instead of the alphabetical prefix Inductor's own cap keeps.
+
+Runtime arguments (the variables the profile passes at each call: swizzle, and for
+`torch-2.11-streamk` the stream-K scheduler's splits, decomposition, reduction and raster)
+cost no build but multiply the measurements: every combination the table lists is put in the
+profile's canonical form (`Profile.runtime_setting`), the ones the entry refuses are dropped,
+settings that run alike are timed once, and at most RUNTIME_SETTINGS_CAP are kept (spread
+evenly, the instance's own setting always among them).
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from kls.instances import InstanceSpec, TensorSpec
 from kls.instances.schema import column_major_strides, contiguous_strides
 from kls.profiles import ConfigProblem, OpChoice, profile
 from kls.tune.space import TuneSpace, runtime_variables
+
+RUNTIME_SETTINGS_CAP = 64  # runtime-argument settings timed per build (stage 2: each shape)
 
 
 class CandidateError(Exception):
@@ -69,6 +78,8 @@ class CandidateSet:
     total_ops: int  # compatible ops (Inductor's list) before op_filter/ops/--limit
     distinct_ops: int  # distinct kernels among them
     filtered_ops: int  # after op_filter/ops, before --limit
+    # listed, refused, alike, distinct and timed runtime settings, and the cap (results v2)
+    runtime_space: dict[str, int] = field(default_factory=dict)
 
     def candidates(self) -> list[Candidate]:
         return [Candidate(u, dict(r)) for u in self.units for r in self.runtime_combos]
@@ -147,13 +158,58 @@ def make_candidates(spec: InstanceSpec, space: TuneSpace, limit: int | None = No
     runtime = runtime_variables(spec)
     build_combos = space.combos(tuple(n for n in space.variables if n not in runtime))
     units = [BuildUnit(unit_id(c.op, combo), c, combo) for c in selected for combo in build_combos]
-    runtime_combos = space.combos(runtime) if any(n in space.variables for n in runtime) else []
-    if not runtime_combos:
-        current = {n: spec.variables[n] for n in runtime if n in spec.variables}
-        runtime_combos = [current]
+    runtime_combos, counts = runtime_settings(spec, space)
     return CandidateSet(
-        spread(units, limit), runtime_combos, len(choices), len(unique), len(selected)
+        spread(units, limit), runtime_combos, len(choices), len(unique), len(selected), counts
     )
+
+
+def runtime_settings(
+    spec: InstanceSpec, space: TuneSpace, cap: int = RUNTIME_SETTINGS_CAP
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """The runtime-argument settings to time (each holds the listed variables only; the
+    others keep the instance's values) and the counts behind them (results.json's
+    `runtime_space`)."""
+    runtime = runtime_variables(spec)
+    listed = space.combos(runtime) if any(n in space.variables for n in runtime) else []
+    if not listed:
+        current = {n: spec.variables[n] for n in runtime if n in spec.variables}
+        counts = dict(listed=1, refused=0, alike=0, distinct=1, timed=1, cap=cap)
+        return [current], counts
+    facts = profile(spec.profile)
+    own = facts.runtime_defaults(spec)
+    own.update({n: spec.variables[n] for n in runtime if n in spec.variables})
+    kept: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    refused = 0
+    for combo in listed:
+        setting = facts.runtime_setting(spec, {**own, **combo})
+        if setting is None:
+            refused += 1
+            continue
+        key = json.dumps(sorted(setting.items()), default=str)
+        if key not in seen:
+            seen.add(key)
+            kept.append(combo)
+    if not kept:
+        raise CandidateError(
+            f"the tune table's runtime arguments ({', '.join(listed[0])}) list "
+            f"{len(listed)} setting(s) and the entry refuses every one (e.g. splits > 1 "
+            "needs the split-K or heuristic decomposition): list a valid combination"
+        )
+    timed = spread(kept, cap)
+    own_combo = {k: own[k] for k in listed[0] if k in own}
+    if own_combo in kept and own_combo not in timed:
+        timed[-1] = own_combo  # the current setting is always measured
+    counts = dict(
+        listed=len(listed),
+        refused=refused,
+        alike=len(listed) - refused - len(kept),
+        distinct=len(kept),
+        timed=len(timed),
+        cap=cap,
+    )
+    return timed, counts
 
 
 def at_shape(spec: InstanceSpec, shape: tuple[int, int, int]) -> InstanceSpec:

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from kls.compile import CompileOptions
 from kls.instances import InstanceSpec
-from kls.tune.results import table, write_files
+from kls.tune.results import TuneResult, table, write_files
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -120,6 +120,11 @@ def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
             except ApplyError as exc:
                 print(f"kls: {exc}", file=sys.stderr)
                 return EXIT_FAILED
+        try:
+            applied = "\n".join([applied, *_apply_dispatch(spec, result)]).strip()
+        except ApplyError as exc:
+            print(f"kls: {exc}", file=sys.stderr)
+            return EXIT_FAILED
     if args.json:
         payload = result.to_json()
         payload["applied"] = applied
@@ -133,3 +138,20 @@ def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
     if result.build_only:
         return EXIT_OK if result.builds_ok else EXIT_FAILED
     return EXIT_OK if result.best and any(b.unit for b in result.best) else EXIT_FAILED
+
+
+def _apply_dispatch(spec: InstanceSpec, result: TuneResult) -> list[str]:
+    """With `dispatch = "m"` in the tune table: each M bucket's instance (kls.tune.dispatch)."""
+    from kls.tune.apply import apply_dispatch
+    from kls.tune.dispatch import buckets_to_apply
+    from kls.tune.space import TuneSpaceError, load_space
+
+    try:
+        wanted = load_space(spec).dispatch
+    except TuneSpaceError:
+        return []
+    if wanted is None:
+        return []
+    if not result.dispatch:
+        return ["no M bucket had a configuration verified on all its shapes; no dispatch written"]
+    return apply_dispatch(spec.config_path, spec.name, buckets_to_apply(result, spec))

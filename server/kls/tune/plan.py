@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kls.instances import InstanceSpec
+from kls.profiles import profile
 from kls.tune.candidates import (
     BuildUnit,
     CandidateError,
@@ -27,9 +28,6 @@ from kls.tune.space import (
     runtime_variables,
     unread_variables,
 )
-
-# What kls.render passes for a runtime variable the instance leaves unset.
-RUNTIME_DEFAULTS: dict[str, Any] = {"swizzle": 1}
 
 
 @dataclass
@@ -100,6 +98,7 @@ def start_result(
         runtime_combos=cs.runtime_combos,
         build_only=options.build_only,
         source_hash=rendered_hash,
+        runtime_space=dict(cs.runtime_space),
     )
     for name in unread_variables(spec, plan.space):
         result.notes.append(
@@ -129,10 +128,11 @@ def own_values(spec: InstanceSpec, names: Any) -> dict[str, Any]:
     """The instance's own values of `names`: its variables, and for a runtime variable it
     leaves unset the value its render passes (so its current choice is found and measured)."""
     runtime = runtime_variables(spec)
+    defaults = profile(spec.profile).runtime_defaults(spec)
     out: dict[str, Any] = {}
     for name in names:
         if name in spec.variables:
             out[name] = spec.variables[name]
-        elif name in runtime and name in RUNTIME_DEFAULTS:
-            out[name] = RUNTIME_DEFAULTS[name]
+        elif name in runtime and name in defaults:
+            out[name] = defaults[name]
     return out

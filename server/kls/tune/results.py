@@ -4,6 +4,11 @@ results.json is `TuneResult.to_json()`, read back only through `TuneResult.from_
 `read_results`): its `format_version` says which layout it has. A file from before the
 version (no `format_version`) has today's layout and reads as version 1; one of a later
 version than this kls knows is refused with a message that says so.
+
+Versions: 1, the first layout; 2 adds `runtime_space` (how many runtime-argument settings
+the tune table listed, how many the profile refused or found alike, how many were timed
+under the cap) and `dispatch` (the best configuration of each M bucket). A version-1 file
+reads with both empty.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any, TypeVar
 
 from kls.cache_dir import write_atomic
 
-FORMAT_VERSION = 1  # results.json's `format_version`; raise it when a field changes meaning
+FORMAT_VERSION = 2  # results.json's `format_version`; raise it when a field changes meaning
 
 
 class ResultsFileError(ValueError):
@@ -104,6 +109,17 @@ class Choice:
 
 
 @dataclass
+class BucketChoice:
+    """The dispatch's configuration for GEMMs whose M lies in (m_above, m_upto] (m_upto None:
+    no upper bound), judged by the geometric mean over the tuned shapes in that range."""
+
+    m_above: int  # 0 for the first bucket
+    m_upto: int | None
+    shapes: list[str]  # the tuned shapes the bucket was judged on
+    choice: Choice
+
+
+@dataclass
 class TuneResult:
     instance: str
     template: str
@@ -133,6 +149,10 @@ class TuneResult:
     # `kls.bench.run.source_hash` of the instance's render when the tune started: the editor
     # marks the result stale once the template or the instance renders differently.
     source_hash: str = ""
+    # Format 2: listed / refused / alike / distinct / timed settings of the runtime
+    # arguments and the cap on them (kls.tune.candidates), and the per-M-bucket dispatch.
+    runtime_space: dict[str, int] = field(default_factory=dict)
+    dispatch: list[BucketChoice] = field(default_factory=list)
 
     @property
     def builds_ok(self) -> int:
@@ -193,7 +213,15 @@ class TuneResult:
         for key in ("winner", "current"):
             raw = data.get(key)
             setattr(result, key, None if raw is None else _record(Choice, raw, key))
+        result.dispatch = [_bucket(raw, i) for i, raw in enumerate(data.get("dispatch") or [])]
         return result
+
+
+def _bucket(raw: Any, index: int) -> BucketChoice:
+    where = f"dispatch[{index}]"
+    bucket = _record(BucketChoice, raw, where)
+    bucket.choice = _record(Choice, bucket.choice, f"{where}.choice")
+    return bucket
 
 
 def read_results(path: Path) -> TuneResult:
@@ -371,6 +399,13 @@ def table(result: TuneResult) -> str:
                 f"current ({vars_text(result.current.vars)}): geomean "
                 f"{_ratio(result.current.geomean_vs_cublas)}; the winner is {margin:+.1%}"
             )
+    for bucket in result.dispatch:
+        c = bucket.choice
+        upto = "" if bucket.m_upto is None else f"{bucket.m_upto}"
+        lines.append(
+            f"dispatch M in ({bucket.m_above}, {upto or 'inf'}]: {c.op} ({vars_text(c.vars)}), "
+            f"geomean {_ratio(c.geomean_vs_cublas)} of cuBLAS over {len(bucket.shapes)} shape(s)"
+        )
     for note in result.notes:
         lines.append(f"note: {note}")
     return "\n".join(lines)

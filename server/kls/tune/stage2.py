@@ -3,13 +3,14 @@ up to `stage2_ops` by their stage-1 geometric mean, and always the instance's ow
 with every runtime-variable combination on every shape, with the full timing, cuBLAS timed
 before and after each shape's candidates. The winners come from stage 2 alone: per shape the
 fastest verified configuration, and overall the configuration with the best geometric mean
-over shapes (what `--apply` writes)."""
+over shapes (what `--apply` writes), and the best of each M bucket (kls.tune.dispatch)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from kls.tune.candidates import BuildUnit, CandidateSet
+from kls.tune.dispatch import bucket_choices
 from kls.tune.gpu import GpuSession
 from kls.tune.options import TuneRun
 from kls.tune.plan import own_values
@@ -137,3 +138,4 @@ def judge(
     ranked = [c for c in choices if c.geomean_vs_cublas is not None]
     if ranked:
         result.winner = max(ranked, key=lambda c: c.geomean_vs_cublas or 0.0)
+    result.dispatch = bucket_choices(choices, keys)

@@ -7,7 +7,7 @@ verbatim is read from the instance's torch source (kls.upstream)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from kls.cutlass.ops import EmittedOp, expected_ab_layouts
 from kls.instances.schema import InstanceSpec
@@ -19,6 +19,7 @@ from kls.profiles.torch211.filter import verdicts
 from kls.profiles.torch211.ops import emit_instance_torch211
 from kls.profiles.torch211.runtime import (
     GEMM_RUNTIME_ARGS,
+    ArgInfo,
     Torch211Gemm2xTemplate,
     Torch211Gemm3xTemplate,
     Torch211GemmTemplate,
@@ -43,8 +44,16 @@ GEMM_211 = GEMM_2023 | {
 
 
 class Torch211(Profile):
+    # The runtime arguments a GEMM's entry takes after the offsets, and the value each has
+    # when the instance leaves it unset (CUTLASSTemplate.get_runtime_arg_info / _values).
+    gemm_runtime_args: ClassVar[tuple[ArgInfo, ...]] = GEMM_RUNTIME_ARGS
+    gemm_runtime_defaults: ClassVar[dict[str, int]] = {"swizzle": 1}
+
     def reserved_c_names(self, kind: str) -> frozenset[str]:
-        return reserved_c_names(kind == "cutlass_gemm")
+        names = reserved_c_names(kind == "cutlass_gemm")
+        if kind == "cutlass_gemm":
+            names |= {a.name for a in self.gemm_runtime_args}
+        return names
 
     def template_calls_def_kernel(self, kind: str) -> bool:
         # A GEMM's def_kernel is Inductor's; a plain kernel without one is a template that
@@ -53,10 +62,10 @@ class Torch211(Profile):
 
     def new_kernel(self, instance: InstanceSpec, recorder: Recorder) -> Kernel:
         gemm = instance.kind == "cutlass_gemm"
-        values = [int(instance.variables.get("swizzle", 1))] if gemm else []
-        return Torch211Kernel(
-            instance.kernel_name, recorder, gemm, GEMM_RUNTIME_ARGS if gemm else (), values
-        )
+        args = self.gemm_runtime_args if gemm else ()
+        own = self.runtime_defaults(instance)
+        values = [int(instance.variables.get(a.name, own[a.name])) for a in args]
+        return Torch211Kernel(instance.kernel_name, recorder, gemm, args, values)
 
     def render_context(
         self,
@@ -149,7 +158,12 @@ class Torch211(Profile):
     def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:
         if instance.kind != "cutlass_gemm":
             return ()
-        return tuple(a.name for a in GEMM_RUNTIME_ARGS)
+        return tuple(a.name for a in self.gemm_runtime_args)
+
+    def runtime_defaults(self, instance: InstanceSpec) -> dict[str, int]:
+        if instance.kind != "cutlass_gemm":
+            return {}
+        return dict(self.gemm_runtime_defaults)
 
     def call_arguments(self, kernel: Kernel | None) -> list[tuple[str, int]]:
         return kernel.extra_args() if isinstance(kernel, Torch211Kernel) else []

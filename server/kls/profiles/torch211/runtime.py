@@ -282,7 +282,8 @@ class Torch211Kernel(Kernel):
         return self.signature
 
     def _is_reserved(self, name: str) -> bool:
-        return name in reserved_c_names(self.gemm) or name.endswith("_offset")
+        runtime = {a.name for a in self.runtime_arg_info}
+        return name in reserved_c_names(self.gemm) or name in runtime or name.endswith("_offset")
 
     def _reserved_message(self, name: str) -> str:
         return (

@@ -1,0 +1,92 @@
+"""The per-shape dispatch: one configuration per M bucket of the tuned shapes.
+
+One configuration cannot serve 128 tokens and 8192 alike, so beside the single winner a tune
+judges each bucket on its own shapes. The buckets follow the tuned M values in order: the
+first holds every M up to the smallest tuned M, each next one the M values above the last
+bucket's up to its own, and the last has no upper bound. Each bucket's configuration is the
+one with the best geometric mean of cuBLAS time / its time over the bucket's shapes (stage 2
+times every chosen op with every runtime setting on every shape, so each bucket draws from
+the same measurements as the winner). `--apply` writes each as an instance of its own
+(kls.tune.apply.apply_dispatch), which keeps Inductor's single-op calling convention: the
+caller picks the instance whose bucket holds its M.
+"""
+
+from __future__ import annotations
+
+from kls.instances import InstanceSpec
+from kls.tune.apply import Bucket
+from kls.tune.results import BucketChoice, Choice, TuneResult, geomean
+
+
+def m_of(shape: str) -> int:
+    return int(shape.split("x")[0])
+
+
+def buckets(keys: list[str]) -> list[tuple[int, int | None, list[str]]]:
+    """(m_above, m_upto, shapes) of each bucket, in M order (m_upto None: unbounded)."""
+    ms = sorted({m_of(k) for k in keys})
+    out: list[tuple[int, int | None, list[str]]] = []
+    above = 0
+    for i, m in enumerate(ms):
+        upto = m if i < len(ms) - 1 else None
+        out.append((above, upto, [k for k in keys if m_of(k) == m]))
+        above = m
+    return out
+
+
+def bucket_choices(choices: list[Choice], keys: list[str]) -> list[BucketChoice]:
+    """The best configuration of each bucket among `choices` (stage 2's, each with its
+    per-shape ratios); a bucket no configuration was verified on every shape of is left out.
+    With one M value there is nothing to dispatch on: empty."""
+    if len({m_of(k) for k in keys}) < 2:
+        return []
+    out: list[BucketChoice] = []
+    for above, upto, shapes in buckets(keys):
+        ranked: list[Choice] = []
+        for c in choices:
+            ratios = [c.per_shape.get(k) for k in shapes]
+            if any(r is None for r in ratios):
+                continue
+            per = {k: c.per_shape[k] for k in shapes}
+            ranked.append(Choice(c.unit, c.op, dict(c.vars), geomean(list(per.values())), per))
+        if ranked:
+            best = max(ranked, key=lambda c: c.geomean_vs_cublas or 0.0)
+            out.append(BucketChoice(above, upto, shapes, best))
+    return out
+
+
+def bucket_text(bucket: BucketChoice) -> str:
+    """`M <= 128`, `128 < M <= 2048`, `M > 2048`."""
+    if bucket.m_upto is None:
+        return f"M > {bucket.m_above}"
+    if bucket.m_above == 0:
+        return f"M <= {bucket.m_upto}"
+    return f"{bucket.m_above} < M <= {bucket.m_upto}"
+
+
+def bucket_instance(instance: str, bucket: BucketChoice) -> str:
+    """The name of the bucket's instance: the base's, then `_m` and the bucket's tuned M."""
+    return f"{instance}_m{m_of(bucket.shapes[0])}"
+
+
+def buckets_to_apply(result: TuneResult, spec: InstanceSpec) -> list[Bucket]:
+    """What `--apply` writes for the result's dispatch: each bucket's instance, op, build and
+    runtime variables, and the op list level to name it with."""
+    from kls.tune.apply import level_to_write
+
+    builds = {b.unit: b for b in result.builds}
+    out = []
+    for bucket in result.dispatch:
+        unit = builds[bucket.choice.unit]
+        level = level_to_write(bucket.choice.op, unit.level, spec.instantiation_level, spec.arch)
+        out.append(
+            Bucket(
+                bucket_instance(spec.name, bucket),
+                bucket_text(bucket),
+                m_of(bucket.shapes[0]),
+                bucket.choice.op,
+                {**unit.build_vars, **bucket.choice.vars},
+                level,
+            )
+        )
+    return out
