@@ -256,9 +256,9 @@ def name_from_template(spec: Any) -> str:
     }[stem]
 
 
-def run_module(choice: Any, text: str, kernel: str, inputs: list[Any], out: Any) -> None:
-    """The module `text` run through Inductor's launcher for `choice` (its grid, extra args,
-    workspace), writing `out`."""
+def launcher(choice: Any, text: str, kernel: str, inputs: list[Any], out: Any) -> Any:
+    """A launch of the module `text` through Inductor's launcher for `choice` (its grid, extra
+    args, workspace), writing `out`; Inductor's own module where `text` is empty."""
     request = copy.copy(choice.bmreq)
     if text:
         path = Path(tempfile.mkdtemp(prefix="kls-conf-")) / "module.py"
@@ -266,7 +266,11 @@ def run_module(choice: Any, text: str, kernel: str, inputs: list[Any], out: Any)
         request.module_path = str(path)
         request.module_cache_key = hashlib.sha256(text.encode()).hexdigest()
         request.kernel_name = kernel
-    request.make_run_fn(*inputs, out=out)()
+    return request.make_run_fn(*inputs, out=out)
+
+
+def run_module(choice: Any, text: str, kernel: str, inputs: list[Any], out: Any) -> None:
+    launcher(choice, text, kernel, inputs, out)()
 
 
 def check_case(torch: Any, name: str, spec: Any) -> dict[str, Any]:
