@@ -105,3 +105,37 @@ async def test_benchmark_arguments(lsp_harness: Harness, tmp_path: Path) -> None
     uri = lsp_harness.open(path.as_uri(), "// x\n")
     answer = await lsp_harness.command("kls.benchmark", uri)
     assert answer == {"ok": False, "error": "no instance declares this template in kls.toml"}
+
+
+async def test_a_triton_template_has_the_lens_and_the_diagnostic(tmp_path: Path) -> None:
+    """A Triton template's plain `def_kernel(...)` carries the Benchmark lens and the kls-bench
+    diagnostic as `kernel.def_kernel` does (an untrusted workspace: no torch runs, the history
+    is read all the same)."""
+    from kls.bench.history import History
+    from kls.bench.report import BenchReport
+    from kls.scaffold import init
+
+    init(tmp_path, "triton")
+    report = BenchReport("scale_bf16", True, median_ms=0.0123, spread=0.006, samples=400)
+    History(tmp_path).append(report)
+    path = tmp_path / "scale.py.jinja"
+    text = path.read_text()
+    harness = Harness()
+    harness.settings = {"workspaceTrusted": False}
+    await harness.initialize()
+    try:
+        uri = harness.open(path.as_uri(), text, language_id="python-jinja")
+        found = await harness.wait_diagnostics(uri, 1, source="kls-bench", where=bool)
+        def_line = text[: text.index('{{def_kernel("X")}}')].count("\n")
+        assert found[0]["range"]["start"]["line"] == def_line
+        assert found[0]["message"].startswith(report.headline())
+        assert found[0]["code"] == "KT700"
+        lenses = await harness.request(lsp.TEXT_DOCUMENT_CODE_LENS, {"textDocument": {"uri": uri}})
+        titles = [lens["command"]["title"] for lens in lenses if "command" in lens]
+        assert titles == ["Preview (scale_bf16)", "Compile"]
+        [lazy] = [lens for lens in lenses if "command" not in lens]
+        resolved = await harness.request(lsp.CODE_LENS_RESOLVE, lazy)
+        assert resolved["command"]["title"] == f"Benchmark · {report.headline()}"
+        assert resolved["range"]["start"]["line"] == def_line
+    finally:
+        await harness.close()

@@ -67,19 +67,21 @@ def strip_prefix(line: str) -> str:
 
 
 def blocks(text: str) -> list[list[str]]:
-    """The report's records: runs of prefixed, non-empty lines (tool output lines only)."""
+    """The report's records: a header line (flush after the prefix) and the indented lines
+    under it, up to a bare prefix line or the next header; the program's own lines skipped."""
     out: list[list[str]] = []
     current: list[str] = []
     for raw in text.splitlines():
-        if not _PREFIX.match(raw):
+        prefix = _PREFIX.match(raw)
+        if prefix is None:
             continue  # the program's own output, interleaved
-        line = strip_prefix(raw)
-        if not line:
-            if current:
-                out.append(current)
+        rest = raw[prefix.end() :].rstrip()
+        header = bool(rest) and not rest[0].isspace()
+        if (not rest or header) and current:
+            out.append(current)
             current = []
-            continue
-        current.append(line)
+        if rest:
+            current.append(rest.strip())
     if current:
         out.append(current)
     return out
