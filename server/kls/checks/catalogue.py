@@ -148,6 +148,12 @@ RULES: dict[str, Rule] = {
             "a tensor spans more than 2**31-1 elements and the template computes offsets from "
             "an int32 tl.program_id (Inductor's int64 INDEX_DTYPE covers explicit tensors only)",
         ),
+        Rule(
+            "KT812",
+            "triton-flex-mod",
+            _E,
+            "a flex instance's score_mod/mask_mod cannot be imported or is not a function",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT860",

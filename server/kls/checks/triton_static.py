@@ -28,6 +28,7 @@ from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.positions import Position, Range
 from kls.profiles import profile
 from kls.profiles.triton import HELPERS
+from kls.profiles.triton.flex_render import static_view
 from kls.profiles.triton.tensors import output_name
 from kls.suggest import did_you_mean
 from kls.template.model import Argument, HelperCall, TemplateModel
@@ -80,6 +81,7 @@ def instance_findings(
 
 def triton_findings(model: TemplateModel, path: str, instance: InstanceSpec) -> list[Finding]:
     """Every KT80x/KT81x finding of `instance` on the template `model` (at `path`)."""
+    instance = static_view(instance)  # a flex instance: the buffers Inductor's lowering makes
     calls = model.bare_calls(HELPERS)
     kernel = _bind(calls, instance)
     frames = _frames(model)

@@ -78,6 +78,8 @@ INSTANCE_KEYS: dict[str, type | tuple[type, ...]] = {
     "num_stages": int,
     "device": dict,
     "inductor_template": str,
+    "score_mod": str,  # flex attention's mods, "file.py:function"
+    "mask_mod": str,
 }
 DEVICE_KEYS = {
     "name",
@@ -96,6 +98,7 @@ OP_FILTER_KEYS = {"contains", "arch"}
 TOP_KEYS = {"instances", "defaults", "torch"}
 TORCH_KEYS = {"source"}
 TEMPLATE_KEYS = ("template", "argument_template", "epilogue_template")
+MOD_KEYS = ("score_mod", "mask_mod")
 C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # C and C++ keywords a kernel name must not be (CUDA C++ is compiled as C++).
 _CPP_KEYWORD_TEXT = (
@@ -471,6 +474,7 @@ class _Reader:
             lambda: self.reorder(where("input_reorder"), raw.get("input_reorder")),
             lambda: self.arch(where("arch"), raw.get("arch", "90a")),
             lambda: self.reference(where("reference"), raw.get("reference")) is not None,
+            lambda: all(self.mod(where(k), k, raw.get(k)) is not None for k in MOD_KEYS),
             lambda: self.tolerance(where("tolerance"), raw.get("tolerance")),
             lambda: self.level(
                 where("cutlass_instantiation_level"), raw.get("cutlass_instantiation_level", "0")
@@ -517,6 +521,8 @@ class _Reader:
             num_stages=int(raw.get("num_stages", 3)),
             device=self.device(where("device"), raw.get("device", {})),
             inductor_template=raw.get("inductor_template"),
+            score_mod=self.mod(where("score_mod"), "score_mod", raw.get("score_mod")) or None,
+            mask_mod=self.mod(where("mask_mod"), "mask_mod", raw.get("mask_mod")) or None,
             line=self.locator.find(self.prefix + at).start.line,
             op_line=self.locator.find(
                 self.prefix + where("op" if "op" in raw else "op_filter")
@@ -715,6 +721,24 @@ class _Reader:
         if path is None:
             return None
         return f"{path}:{function}"
+
+    def mod(self, keys: tuple[str, ...], key: str, value: str | None) -> str | None:
+        """A flex score_mod/mask_mod "file.py:function" as "/abs/file.py:function" (the file
+        inside the project, checked like a template's path; it is only imported by the torch
+        worker, where the workspace is trusted). "" when absent; None after a finding."""
+        if value is None:
+            return ""
+        file, sep, function = value.rpartition(":")
+        if not sep or not file.endswith(".py") or not function.isidentifier():
+            self.error(
+                keys,
+                "KT002",
+                f"'{key}' is '{value}'; name a Python function as \"file.py:function\" "
+                '(kls.toml relative), e.g. mask_mod = "mods.py:causal"',
+            )
+            return None
+        path = self.template_path(keys, key, file)
+        return None if path is None else f"{path}:{function}"
 
     def tolerance(self, keys: tuple[str, ...], value: float | None) -> bool:
         if value is None or (isinstance(value, (int, float)) and 0 < value < 1e6):

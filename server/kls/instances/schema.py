@@ -110,6 +110,9 @@ class InstanceSpec:
     num_stages: int = 3
     device: dict[str, Any] = field(default_factory=dict)
     inductor_template: str | None = None
+    # Flex attention's mods as "/abs/file.py:function" (None: flex's identity / no mask).
+    score_mod: str | None = None
+    mask_mod: str | None = None
     line: int = 0  # where the instance's table starts in its config file
     op_line: int = 0  # where its op (or op_filter) is written
     reorder_range: Range | None = None  # where its input_reorder is written, when it is

@@ -19,6 +19,8 @@ from kls.profiles.base import Profile
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker, torch_python
 from kls.profiles.triton.errors import finding_for
+from kls.profiles.triton.flex_parts import flex_op
+from kls.profiles.triton.flex_render import render_flex
 from kls.profiles.triton.tensors import output_name
 from kls.runtime.kernel import SIGNATURE_C_NAMES
 from kls.runtime.record import RuntimeFinding, Site
@@ -89,6 +91,8 @@ class Triton(Profile):
         }
 
     def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
+        if flex_op(instance) is not None:
+            return render_flex(instance, overrides)
         path = str(instance.template)
         result = RenderResult(instance, None, None, [], [])
         result.files = [path]

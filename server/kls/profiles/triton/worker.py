@@ -369,6 +369,11 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
     try:
         if req.get("kind") == "compile":
             return compile_module(req)
+        if req.get("kind") == "flex":
+            from kls.profiles.triton.flex import render_flex
+
+            _Device.props = device_props(req.get("device", {}))
+            return render_flex(renderer.torch, renderer.env, req)
         return renderer.render(req)
     except Exception as exc:
         message = str(exc) or type(exc).__name__

@@ -1,0 +1,197 @@
+"""A flex attention instance: its request to the torch worker, its render mapped back to the
+three files of its template, and the buffers its template sees (for the static checks).
+
+A flex instance declares q, k and v ([B, H, S, D]); Inductor's lowering makes every other
+buffer the kernel takes (logsumexp, the block mask, the output; for the backward the
+gradients), its mods' subgraphs and most kernel options. `vars`, `num_warps` and `num_stages`
+are flex's kernel_options (BLOCK_M, BLOCK_N, ...; backward: BLOCK_M1, BLOCK_N1, BLOCK_M2,
+BLOCK_N2). `score_mod`/`mask_mod` name Python functions in the project; they are imported only
+by the torch worker, which runs only where the workspace is trusted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import math
+from pathlib import Path
+from typing import Any
+
+from kls.dtypes import lookup_dtype
+from kls.findings import Severity
+from kls.instances.schema import InstanceSpec, TensorSpec, contiguous_strides
+from kls.profiles.triton.align import align
+from kls.profiles.triton.client import WorkerUnavailable, shared_worker
+from kls.profiles.triton.errors import finding_for
+from kls.profiles.triton.flex_parts import Concatenation, concatenation, flex_op
+from kls.runtime.record import RuntimeFinding, Site
+from kls.runtime.result import RenderResult
+from kls.sourcemap import Origin, SourceMap
+
+QKV = ("q", "k", "v")
+SPARSE_BLOCK = 128  # the block mask's block size (flex's default)
+
+
+def _tensor(spec: TensorSpec) -> dict[str, Any]:
+    return {"shape": list(spec.shape), "stride": list(spec.stride), "dtype": spec.dtype.name}
+
+
+def _qkv(instance: InstanceSpec) -> dict[str, TensorSpec] | None:
+    """q, k and v (any case), each of rank 4; None when one is missing or of another rank."""
+    found = {n.lower(): s for n, s in instance.tensors.items() if s is not None}
+    specs = {n: found.get(n) for n in QKV}
+    if any(s is None or s.rank != 4 for s in specs.values()):
+        return None
+    return {n: s for n, s in specs.items() if s is not None}
+
+
+def _mod_digest(ref: str | None) -> str | None:
+    """The mods file's content hash: an edited file is a new request (never cached stale)."""
+    if not ref:
+        return None
+    try:
+        return hashlib.sha256(Path(ref.rpartition(":")[0]).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def flex_request(instance: InstanceSpec, op: str, text: str) -> dict[str, Any]:
+    qkv = _qkv(instance) or {}
+    return {
+        "kind": "flex",
+        "op": op,
+        "text": text,
+        "tensors": {n: _tensor(s) for n, s in qkv.items()},
+        "score_mod": instance.score_mod,
+        "mask_mod": instance.mask_mod,
+        "mods_sha256": [_mod_digest(instance.score_mod), _mod_digest(instance.mask_mod)],
+        "vars": instance.variables,
+        "num_warps": instance.num_warps,
+        "num_stages": instance.num_stages,
+        "device": instance.device,
+    }
+
+
+def _config_site(instance: InstanceSpec) -> Site:
+    return Site(str(instance.config_path), instance.line)
+
+
+def _mapped(finding: RuntimeFinding, instance: InstanceSpec, joined: Concatenation) -> Any:
+    """The finding with a site in the concatenation moved to the part's file and line."""
+    site = finding.site
+    if site is None or site.path != str(instance.template):
+        return finding
+    return dataclasses.replace(finding, site=Site(*joined.origin(site.line)))
+
+
+def _error_finding(error: dict[str, Any], instance: InstanceSpec, joined: Concatenation) -> Any:
+    if error.get("kind") == "ModError":
+        return RuntimeFinding(
+            "KT812",
+            Severity.ERROR,
+            f"{error.get('message', '')}: score_mod/mask_mod name a function as "
+            '"file.py:function" in the project (e.g. mask_mod = "mods.py:causal")',
+            _config_site(instance),
+        )
+    return _mapped(finding_for(error, instance, joined.text), instance, joined)
+
+
+def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderResult:
+    """Inductor's module for a flex instance, every line mapped to its part's file and line."""
+    op = flex_op(instance)
+    assert op is not None
+    result = RenderResult(instance, None, None, [], [])
+    result.files = [str(instance.template)]
+    try:
+        joined = concatenation(instance, op, overrides)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        message = f"cannot read the {op} template's parts: {exc}"
+        result.findings.append(RuntimeFinding("KT105", Severity.ERROR, message, None))
+        return result
+    result.files = list(joined.paths)
+    if _qkv(instance) is None:
+        message = (
+            f"a {op} instance declares q, k and v, each [B, H, S, D] (e.g. tensors.q = "
+            '{ shape = [4, 16, 4096, 128], dtype = "bf16" }); Inductor makes the other buffers'
+        )
+        result.findings.append(
+            RuntimeFinding("KT801", Severity.ERROR, message, _config_site(instance))
+        )
+        return result
+    try:
+        answer = shared_worker().render(flex_request(instance, op, joined.text))
+    except WorkerUnavailable as exc:
+        site = Site(joined.paths[0], 0)
+        result.findings.append(RuntimeFinding("KT800", Severity.INFO, str(exc), site))
+        return result
+    error = answer.get("error")
+    if error:
+        result.findings.append(_error_finding(error, instance, joined))
+        return result
+    module = str(answer.get("module", ""))
+    result.text = module
+    result.launch = {"template": op, "kernel": str(answer.get("kernel_name", ""))}
+    origins = [
+        Origin(*joined.origin(line)) if line is not None else None
+        for line in align(joined.text, module)
+    ]
+    result.source_map = SourceMap(origins)
+    return result
+
+
+# -- the buffers the template sees, for the static checks ------------------------------------
+
+
+def _spec(name: str, shape: tuple[int, ...], dtype: str) -> TensorSpec:
+    found = lookup_dtype(dtype)
+    assert found is not None
+    return TensorSpec(name, shape, found, contiguous_strides(shape))
+
+
+def _blocks(prefix: str, rows: int, cols: int) -> dict[str, TensorSpec]:
+    return {
+        f"{prefix}NUM_BLKS": _spec(f"{prefix}NUM_BLKS", (1, 1, rows), "int32"),
+        f"{prefix}IDX": _spec(f"{prefix}IDX", (1, 1, rows, cols), "int32"),
+    }
+
+
+def static_view(instance: InstanceSpec) -> InstanceSpec:
+    """For a flex instance, the instance as its template's def_kernel sees it: every buffer
+    Inductor passes, in def_kernel's order, then the output, and USE_TMA (off unless given);
+    any other instance as it is."""
+    op = flex_op(instance)
+    qkv = _qkv(instance) if op is not None else None
+    if op is None or qkv is None:
+        return instance
+    q, k, v = qkv["q"], qkv["k"], qkv["v"]
+    b, h, sq, d = q.shape
+    hkv, skv, dv = k.shape[1], k.shape[2], v.shape[3]
+    nq, nkv = math.ceil(sq / SPARSE_BLOCK), math.ceil(skv / SPARSE_BLOCK)
+    kv_blocks = {**_blocks("KV_", nq, nkv), **_blocks("FULL_KV_", nq, nkv)}
+    stats = "float32"  # logsumexp, max and the decode partials are fp32
+    tensors: dict[str, TensorSpec | None] = {"Q": q, "K": k, "V": v}
+    if op == "flex_attention":
+        row = (b, h, sq)
+        tensors |= {"LSE": _spec("LSE", row, stats), "MAX": _spec("MAX", row, stats)}
+        tensors |= kv_blocks
+        tensors["out"] = _spec("out", (b, h, sq, dv), q.dtype.name)
+    elif op == "flex_decoding":
+        # Inductor's split-KV partials: [B, SPLIT_KV, Hq, Sq(, Dv)], SPLIT_KV from the SMs.
+        g = max(h // max(hkv, 1), 1)
+        split = max(int(instance.device.get("sm_count", 132)) // max(b * hkv, 1) * 2, 1)
+        tensors["Q"] = _spec("Q", (b, hkv, g, sq, d), q.dtype.name)
+        partial = (b, split, h, sq)
+        tensors |= {"M": _spec("M", partial, stats), "L": _spec("L", partial, stats)}
+        tensors |= kv_blocks
+        tensors["out"] = _spec("out", (*partial, dv), stats)
+    else:
+        row = (b, h, sq)
+        tensors |= {"LSE": _spec("LSE", row, stats), "DELTA": _spec("DELTA", row, stats)}
+        tensors |= {"DO": _spec("DO", (b, h, sq, dv), q.dtype.name)}
+        tensors |= {"DQ": _spec("DQ", q.shape, q.dtype.name)}
+        tensors |= {"DV": _spec("DV", (b, hkv, skv, dv), q.dtype.name)}
+        tensors |= _blocks("KV_", nq, nkv) | _blocks("Q_", nkv, nq)
+        tensors |= _blocks("FULL_KV_", nq, nkv) | _blocks("FULL_Q_", nkv, nq)
+        tensors["out"] = _spec("out", (b, hkv, skv, d), q.dtype.name)
+    variables = {"USE_TMA": False, **instance.variables}
+    return dataclasses.replace(instance, tensors=tensors, variables=variables)
