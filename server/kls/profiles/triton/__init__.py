@@ -26,7 +26,7 @@ from kls.runtime.kernel import SIGNATURE_C_NAMES
 from kls.runtime.record import RuntimeFinding, Site
 from kls.runtime.result import RenderResult
 from kls.sourcemap import Origin, SourceMap
-from kls.template.source import read_source
+from kls.template.source import TemplateRef, read_source
 
 # TritonTemplateKernel.render's helpers, passed to the template as plain names.
 HELPERS = frozenset(
@@ -82,6 +82,8 @@ class Triton(Profile):
             "text": text,
             "disk_sha256": hashlib.sha256(disk_text.encode()).hexdigest(),
             "inductor_template": instance.inductor_template,
+            # file.py::NAME: Inductor's registered name when NAME is one (conv.py::convolution2d)
+            "constant": TemplateRef.parse(instance.template).constant,
             "inputs": inputs,
             "output": _tensor(output, "out") if output is not None else None,
             "vars": instance.variables,

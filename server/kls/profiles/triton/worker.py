@@ -146,6 +146,8 @@ class Renderer:
         from torch._inductor.select_algorithm import GeneratedCodeCache
 
         name = req.get("inductor_template") or self.by_hash.get(req.get("disk_sha256", ""))
+        if name is None and req.get("constant") in self.templates:
+            name = req["constant"]  # an edited copy of a registered inline template
         if name is None or name not in self.templates:
             raise LookupError(
                 "no Inductor Triton template has this file's text; name it in kls.toml with "
