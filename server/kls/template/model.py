@@ -19,7 +19,8 @@ from jinja2 import nodes
 from jinja2.exceptions import TemplateSyntaxError
 
 from kls.positions import LineIndex, Position, Range
-from kls.template.tokens import Token, TokenizeResult, tokenize
+from kls.template.retokenize import tokenize_edited
+from kls.template.tokens import Token, TokenizeResult
 
 HELPER_OWNERS = ("kernel", "template")
 BLOCK_TAGS = {"for", "if", "block", "macro", "call", "filter", "set", "with", "raw", "autoescape"}
@@ -225,7 +226,7 @@ _ENV = make_environment()
 def parse_template(source: str) -> TemplateModel:
     """The model of a template text (cached by text: treat the result as read-only)."""
     env = _ENV
-    lexed = tokenize(env, source)
+    lexed = tokenize_edited(env, source)  # typing in a line: the last text's tokens, moved
     model = TemplateModel(source, lexed.index, lexed.tokens, None)
     _collect(model, lexed)
     parsed = _parse_shape(env, source, lexed.shape)
