@@ -122,15 +122,22 @@ class Client:
             )
         )
 
-    def change(self, version: int, line: int, old: str, new: str) -> None:
-        rng = lsp.Range(
-            start=lsp.Position(line=line, character=0),
-            end=lsp.Position(line=line, character=len(old)),
-        )
+    def change(self, version: int, edits: list[tuple[int, str, str]]) -> None:
+        """One didChange with an edit per (line, old text, new text): one version, one check."""
+        changes: list[lsp.TextDocumentContentChangeEvent] = [
+            lsp.TextDocumentContentChangePartial(
+                range=lsp.Range(
+                    start=lsp.Position(line=line, character=0),
+                    end=lsp.Position(line=line, character=len(old)),
+                ),
+                text=new,
+            )
+            for line, old, new in edits
+        ]
         self.client.text_document_did_change(
             lsp.DidChangeTextDocumentParams(
                 text_document=lsp.VersionedTextDocumentIdentifier(uri=self.uri, version=version),
-                content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
+                content_changes=changes,
             )
         )
 
@@ -168,9 +175,10 @@ async def measure(edits: int) -> dict[str, Any]:
         for version in range(2, edits + 2):
             new = edit_for(version, comment, call)
             sent = time.perf_counter()
-            c.change(version, comment_line, current[0], new[0])
+            changes = [(comment_line, current[0], new[0])]
             if new[1] != current[1]:
-                c.change(version, call_line, current[1], new[1])
+                changes.append((call_line, current[1], new[1]))
+            c.change(version, changes)
             current = new
             latencies.append(await c.wait_version(version) - sent)
             if version % 10 == 0:
