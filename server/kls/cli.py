@@ -197,6 +197,13 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
     bench.add_argument(
+        "--max-seconds",
+        type=float,
+        default=10.0,
+        help="seconds of timed launches per kernel at most (the kernel, then the baseline), "
+        "when the spread has not settled under 1%% before (default 10)",
+    )
+    bench.add_argument(
         "--sanitize",
         action="store_true",
         help="run each instance once under compute-sanitizer's memcheck and racecheck instead "
@@ -207,7 +214,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.set_defaults(func=cmd_bench)
 
     tune = sub.add_parser(
-        "tune", help="find the best CUTLASS op and variables for an instance (docs/TUNING.md)"
+        "tune",
+        help="find the best CUTLASS op and variables, or Triton config, for an instance "
+        "(docs/TUNING.md)",
     )
     tune.add_argument("template", type=Path, help=TEMPLATE_HELP)
     tune.add_argument(
@@ -220,6 +229,11 @@ def _parser() -> argparse.ArgumentParser:
         help="build N candidates spread evenly over the compatible ops (reproducible)",
     )
     tune.add_argument("--build-only", action="store_true", help="stop after the builds (no GPU)")
+    tune.add_argument(
+        "--exhaustive",
+        action="store_true",
+        help="Triton: start from Inductor's EXHAUSTIVE config space, not its DEFAULT one",
+    )
     tune.add_argument("--executor", choices=("local", "ray"), default="local")
     tune.add_argument("--ray-address", metavar="ADDR", help="a Ray cluster (default: start one)")
     tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
@@ -827,8 +841,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             for r in failed:
                 print(f"{r.instance:32} {r.headline()}")
         return EXIT_FINDINGS
+    from kls.bench.job import Timing
+
     options = BenchOptions(
         compile=CompileOptions(mode="build", nvcc=args.nvcc),
+        timing=Timing(max_seconds=args.max_seconds),
         baseline=not args.no_baseline,
         timeout_s=args.timeout,
     )

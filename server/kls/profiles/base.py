@@ -164,6 +164,15 @@ class Profile:
         """The Python that runs the benchmark worker (None: the one running kls)."""
         return None
 
+    # -- tuning a config -------------------------------------------------------------------
+    def inductor_configs(
+        self, instance: InstanceSpec, exhaustive: bool = False
+    ) -> list[dict[str, Any]] | None:
+        """Where a tune searches the template's config (num_warps, num_stages, its
+        variables) rather than ops: the configs Inductor's own heuristics try for the
+        instance (`exhaustive`: its EXHAUSTIVE search space). None: a tune searches ops."""
+        return None
+
     # -- the built entry -------------------------------------------------------------------
     def runtime_variables(self, instance: InstanceSpec) -> tuple[str, ...]:
         """Variables the entry takes at each call (one build serves all their values)."""

@@ -25,6 +25,39 @@ def apply_winner(
     config: Path, instance: str, op: str, variables: dict[str, Any], level: str = "0"
 ) -> str:
     """Edit `config` in place; returns a one-line description of the change."""
+    doc, table = _instance_table(config, instance)
+    old_op = table.get("op")
+    table["op"] = op
+    if "op_filter" in table:
+        del table["op_filter"]
+    level_note = _apply_level(table, level)
+    _set_variables(table, variables)
+    write_atomic(config, _dumps(doc))
+    changed = "op unchanged" if old_op == op else f"op {old_op} -> {op}"
+    settings = ", ".join(f"{k} = {v}" for k, v in variables.items())
+    return (
+        f"{config}: [instances.{instance}] {changed}"
+        + (f"; {settings}" if settings else "")
+        + level_note
+    )
+
+
+def apply_config(config: Path, instance: str, values: dict[str, Any]) -> str:
+    """Write a tuned config (num_warps, num_stages and template variables: a Triton
+    instance's) into the instance's table; a one-line description of the change."""
+    doc, table = _instance_table(config, instance)
+    launch = {k: v for k, v in values.items() if k in ("num_warps", "num_stages")}
+    for key, value in launch.items():
+        table[key] = value
+    variables = {k: v for k, v in values.items() if k not in launch}
+    _set_variables(table, variables)
+    write_atomic(config, _dumps(doc))
+    settings = ", ".join(f"{k} = {v}" for k, v in values.items())
+    return f"{config}: [instances.{instance}] {settings}"
+
+
+def _instance_table(config: Path, instance: str) -> tuple[Any, Any]:
+    """The parsed document and the instance's table in it (kls.toml or pyproject.toml)."""
     try:
         import tomlkit
         from tomlkit.exceptions import TOMLKitError
@@ -41,28 +74,29 @@ def apply_winner(
     table = instances.get(instance) if instances is not None else None
     if table is None:
         raise ApplyError(f"{config} has no table for instance '{instance}'")
-    old_op = table.get("op")
-    table["op"] = op
-    if "op_filter" in table:
-        del table["op_filter"]
-    level_note = _apply_level(table, level)
-    if variables:
-        current = table.get("vars")
-        if current is None:
-            inline = tomlkit.inline_table()
-            inline.update(variables)
-            table["vars"] = inline
-        else:
-            for k, v in variables.items():
-                current[k] = v
-    write_atomic(config, tomlkit.dumps(doc).encode("utf-8"))
-    changed = "op unchanged" if old_op == op else f"op {old_op} -> {op}"
-    settings = ", ".join(f"{k} = {v}" for k, v in variables.items())
-    return (
-        f"{config}: [instances.{instance}] {changed}"
-        + (f"; {settings}" if settings else "")
-        + level_note
-    )
+    return doc, table
+
+
+def _set_variables(table: Any, variables: dict[str, Any]) -> None:
+    """Set `variables` in the table's `vars` (an inline table made where there is none)."""
+    import tomlkit
+
+    if not variables:
+        return
+    current = table.get("vars")
+    if current is None:
+        inline = tomlkit.inline_table()
+        inline.update(variables)
+        table["vars"] = inline
+    else:
+        for k, v in variables.items():
+            current[k] = v
+
+
+def _dumps(doc: Any) -> bytes:
+    import tomlkit
+
+    return tomlkit.dumps(doc).encode("utf-8")
 
 
 BUCKET_SKIPPED = ("tune", "op", "op_filter", "vars", "cutlass_instantiation_level", "tensors")

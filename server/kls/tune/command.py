@@ -59,15 +59,29 @@ class ProgressLine:
 
 
 def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
-    from kls.tune.apply import ApplyError, apply_winner, level_to_write
-    from kls.tune.plot import svg
-    from kls.tune.runner import TuneError, TuneOptions, Tuner, results_folder
+    from kls.tune.config_command import inductor_configs, run_configs
 
     if args.apply and args.build_only:
         print(
             "kls: --apply needs timings; it cannot be combined with --build-only", file=sys.stderr
         )
         return EXIT_USAGE
+    try:
+        configs = inductor_configs(spec, bool(getattr(args, "exhaustive", False)))
+    except RuntimeError as exc:
+        print(f"kls: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if configs is not None:
+        return run_configs(args, spec, configs)
+    return run_ops(args, spec)
+
+
+def run_ops(args: argparse.Namespace, spec: InstanceSpec) -> int:
+    """`kls tune` of an instance whose choice is an op (CUTLASS)."""
+    from kls.tune.apply import ApplyError, apply_winner, level_to_write
+    from kls.tune.plot import svg
+    from kls.tune.runner import TuneError, TuneOptions, Tuner, results_folder
+
     if args.ray_address and args.executor != "ray":
         print("kls: --ray-address needs --executor ray", file=sys.stderr)
         return EXIT_USAGE

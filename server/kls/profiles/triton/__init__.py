@@ -162,6 +162,20 @@ class Triton(Profile):
         out = output_name(instance)
         return tuple(n for n, s in instance.tensors.items() if n != out and s is not None)[:2]
 
+    def inductor_configs(
+        self, instance: InstanceSpec, exhaustive: bool = False
+    ) -> list[dict[str, Any]] | None:
+        """Inductor's own configs for the instance's template and tensors, from its lowering
+        in the torch worker ([] for a template kls knows no lowering of)."""
+        text = read_source(instance.template).text
+        request = {**self.request(instance, text, text), "kind": "configs"}
+        request["exhaustive"] = exhaustive
+        answer = shared_worker().render(request)
+        error = answer.get("error")
+        if error:
+            raise WorkerUnavailable(str(error.get("message", error)))
+        return list(answer.get("configs", []))
+
     def bench_launch(self, instance: InstanceSpec, rendered: Any) -> dict[str, Any] | None:
         """The module, its kernel, the tensors in the kernel's argument order (the inputs in
         kls.toml's order, then the output) and Inductor's launch arguments."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +90,79 @@ class _Pin:
         from torch._inductor.select_algorithm import TritonTemplate
 
         TritonTemplate.generate = self.original
+
+
+class _Record:
+    """While active, TritonTemplate.generate records the configs the lowering asks
+    `template`'s name for and declines them all: nothing is rendered."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.configs: list[dict[str, Any]] = []
+
+    def __enter__(self) -> _Record:
+        from torch._inductor.select_algorithm import TritonTemplate
+
+        self.original = TritonTemplate.generate
+        record = self
+
+        def generate(template: Any, **kwargs: Any) -> Any:
+            if template.name == record.name:
+                record.configs.append(config_of(kwargs))
+            return None
+
+        TritonTemplate.generate = generate
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        from torch._inductor.select_algorithm import TritonTemplate
+
+        TritonTemplate.generate = self.original
+
+
+def config_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A config as kls.toml holds it: num_warps, num_stages and the template's variables
+    (generate()'s plain values: numbers, booleans, strings), in Inductor's order."""
+    keep = (bool, int, float, str)
+    config: dict[str, Any] = {k: kwargs[k] for k in ("num_warps", "num_stages") if k in kwargs}
+    config.update(
+        (k, v)
+        for k, v in kwargs.items()
+        if k not in config and k not in GENERATE_PLUMBING and isinstance(v, keep)
+    )
+    return config
+
+
+# generate()'s arguments that are not the template's config.
+GENERATE_PLUMBING = frozenset(
+    {"generate_with_caching", "hint_override", "prefix_args", "suffix_args", "epilogue_fn_hash"}
+)
+
+
+def inductor_configs(
+    template: Any, nodes: list[Any], exhaustive: bool = False
+) -> list[dict[str, Any]]:
+    """The configs Inductor's lowering would try for `template` over `nodes` (its template
+    heuristics for the device model and these shapes; `exhaustive`: its EXHAUSTIVE search
+    space), none rendered; [] where kls knows no lowering for the template."""
+    from torch._inductor import config
+
+    lowering = LOWERINGS.get(template.name)
+    if lowering is None:
+        return []
+    settings = {
+        **COMMON_SETTINGS,
+        **lowering.settings,
+        "test_configs.max_mm_configs": None,
+        "max_autotune_gemm_search_space": "EXHAUSTIVE" if exhaustive else "DEFAULT",
+    }
+    # With every choice declined the lowering may fail after asking: expected.
+    with config.patch(settings), _Record(template.name) as record, suppress(Exception):
+        lowering.resolve()(*nodes)
+    unique: dict[str, dict[str, Any]] = {}
+    for found in record.configs:
+        unique.setdefault(repr(sorted(found.items())), found)
+    return list(unique.values())
 
 
 def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any]) -> Any:

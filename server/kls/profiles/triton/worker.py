@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kls.profiles.triton.generate_args import inductor_arguments
-from kls.profiles.triton.lowering import lowered_choice
+from kls.profiles.triton.lowering import inductor_configs, lowered_choice
 
 _OUT = sys.stdout
 sys.stdout = sys.stderr  # torch and Inductor print; only answers go to the real stdout
@@ -161,6 +161,35 @@ class Renderer:
         template._generated_code_cache = GeneratedCodeCache()
         return template
 
+    def input_nodes(self, graph: Any, req: dict[str, Any]) -> list[Any]:
+        """The request's inputs as Inductor's input buffers of `graph`, fixed layouts."""
+        from torch._inductor import ir
+
+        device = self.torch.device("cuda", 0)
+        nodes = []
+        for t in req["inputs"]:
+            dtype = getattr(self.torch, t["dtype"])
+            layout = ir.FixedLayout(device, dtype, t["shape"], t["stride"])
+            node = ir.TensorBox.create(ir.InputBuffer(name=t["name"], layout=layout))
+            graph.graph_inputs[t["name"]] = node
+            graph.graph_input_names.append(t["name"])
+            nodes.append(node)
+        return nodes
+
+    def configs(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The configs Inductor's own lowering tries for the request's template and tensors
+        (its template heuristics for the device model), none of them rendered."""
+        from torch._inductor.graph import GraphLowering
+        from torch._inductor.virtualized import V
+
+        _Device.props = device_props(req.get("device", {}))
+        template = self.template_for(req)
+        graph = GraphLowering(self.torch.fx.symbolic_trace(lambda *xs: xs[0]))
+        with V.set_graph_handler(graph), autotuning_config():
+            nodes = self.input_nodes(graph, req)
+            found = inductor_configs(template, nodes, bool(req.get("exhaustive")))
+        return {"configs": found}
+
     def render(self, req: dict[str, Any]) -> dict[str, Any]:
         from torch._inductor import ir
         from torch._inductor.graph import GraphLowering
@@ -173,13 +202,7 @@ class Renderer:
         graph = GraphLowering(gm)
         device = torch.device("cuda", 0)
         with V.set_graph_handler(graph), autotuning_config():
-            nodes = []
-            for t in req["inputs"]:
-                layout = ir.FixedLayout(device, getattr(torch, t["dtype"]), t["shape"], t["stride"])
-                node = ir.TensorBox.create(ir.InputBuffer(name=t["name"], layout=layout))
-                graph.graph_inputs[t["name"]] = node
-                graph.graph_input_names.append(t["name"])
-                nodes.append(node)
+            nodes = self.input_nodes(graph, req)
             out = req["output"]
             layout = ir.FixedLayout(
                 device, getattr(torch, out["dtype"]), out["shape"], out["stride"]
@@ -371,6 +394,8 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
     try:
         if req.get("kind") == "compile":
             return compile_module(req)
+        if req.get("kind") == "configs":
+            return renderer.configs(req)
         if req.get("kind") == "flex":
             from kls.profiles.triton.flex import render_flex
 

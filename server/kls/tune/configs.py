@@ -1,0 +1,240 @@
+"""`kls tune` for a template whose choice is a config rather than an op (the triton profile:
+num_warps, num_stages and the template's variables such as BLOCK_M).
+
+The space is Inductor's own: the configs its template heuristics try for the instance's
+tensors on the instance's device model (`Profile.inductor_configs`, read from Inductor's
+lowering in the torch worker), plus every combination the instance's tune table lists
+(`[instances.NAME.tune]`, e.g. `BLOCK_K = [64, 128]`, `num_stages = [3, 4, 5]`, applied over the
+instance's own config), plus the instance's own config. Each candidate is rendered and compiled
+by Triton for the target first (no GPU): one whose shared memory exceeds the device's limit or
+that fails to compile is dropped there, with the reason. Then, on the GPU, each survivor is
+verified and timed briefly (stage 1, L2 warm is not assumed: the CUDA benchmark's method with a
+short budget), and the best few, with the instance's own, again with the full budget (stage 2).
+The fastest verified stage-2 config wins; `--apply` writes it to kls.toml.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kls.bench.history import History
+from kls.bench.job import Timing
+from kls.bench.run import BenchOptions, benchmark_instance
+from kls.compile import CompileOptions, compile_instance
+from kls.instances import InstanceSpec
+from kls.instances.tune_table import TuneSpace
+
+LAUNCH = ("num_warps", "num_stages")
+STAGE1 = Timing(warmup_s=0.2, min_samples=10, min_seconds=0.2, max_samples=200, max_seconds=1.5)
+STAGE2_COUNT = 3  # the best of stage 1 timed again, with the instance's own config
+Progress = Callable[[str], None]
+
+
+@dataclass
+class ConfigTrial:
+    """One candidate config and what became of it."""
+
+    config: dict[str, Any]
+    origin: str  # "current" (the instance's own), "inductor", "tune table"
+    problem: str = ""  # why it was dropped or failed ('' while it stands)
+    stage1_ms: float | None = None
+    stage2_ms: float | None = None
+    spread: float | None = None
+    verified: bool = False
+    registers: int | None = None
+    shared_bytes: int | None = None
+
+    def label(self, keys: tuple[str, ...] | None = None) -> str:
+        """The config in words: `keys` only (those that vary among the trials), else all."""
+        shown = self.config if keys is None else {k: self.config.get(k) for k in keys}
+        return ", ".join(f"{k}={v}" for k, v in shown.items())
+
+
+@dataclass
+class ConfigTuneResult:
+    instance: str
+    trials: list[ConfigTrial] = field(default_factory=list)
+    device: dict[str, Any] = field(default_factory=dict)
+    method: str = ""
+    build_only: bool = False
+
+    @property
+    def winner(self) -> ConfigTrial | None:
+        timed = [t for t in self.trials if t.stage2_ms is not None and t.verified]
+        return min(timed, key=lambda t: t.stage2_ms or 0.0) if timed else None
+
+    @property
+    def current(self) -> ConfigTrial | None:
+        return next((t for t in self.trials if t.origin == "current"), None)
+
+    def to_json(self) -> dict[str, Any]:
+        winner = self.winner
+        return {
+            "format": "kls-config-tune",
+            "format_version": 1,
+            "instance": self.instance,
+            "device": self.device,
+            "method": self.method,
+            "build_only": self.build_only,
+            "trials": [dataclasses.asdict(t) for t in self.trials],
+            "winner": dataclasses.asdict(winner) if winner else None,
+        }
+
+
+def instance_config(spec: InstanceSpec) -> dict[str, Any]:
+    """The instance's own config: its launch and its variables, in kls.toml's order."""
+    return {"num_warps": spec.num_warps, "num_stages": spec.num_stages, **spec.variables}
+
+
+def with_config(spec: InstanceSpec, config: dict[str, Any]) -> InstanceSpec:
+    """`spec` with `config` in place of its launch and variables (the variables Inductor
+    derives, such as EVEN_K, as the config gives them)."""
+    variables = {k: v for k, v in config.items() if k not in LAUNCH}
+    return dataclasses.replace(
+        spec,
+        variables={**spec.variables, **variables},
+        num_warps=int(config.get("num_warps", spec.num_warps)),
+        num_stages=int(config.get("num_stages", spec.num_stages)),
+    )
+
+
+def candidates(
+    spec: InstanceSpec, space: TuneSpace, inductor: list[dict[str, Any]], limit: int | None
+) -> list[ConfigTrial]:
+    """The instance's own config, the tune table's combinations over it, then Inductor's;
+    each config once (the first origin kept), at most `limit`."""
+    own = instance_config(spec)
+    found: dict[str, ConfigTrial] = {}
+
+    def add(config: dict[str, Any], origin: str) -> None:
+        key = json.dumps(config, sort_keys=True, default=str)
+        found.setdefault(key, ConfigTrial(config, origin))
+
+    add(own, "current")
+    for combo in space.combos(tuple(space.variables)):
+        add({**own, **combo}, "tune table")
+    for config in inductor:
+        add({**own, **{k: v for k, v in config.items() if k in own}}, "inductor")
+    trials = list(found.values())
+    return trials[:limit] if limit else trials
+
+
+def prune(trial: ConfigTrial, spec: InstanceSpec, cancel: threading.Event | None) -> None:
+    """Render and compile the candidate for its target (Triton's compile, no GPU): a
+    candidate that fails, or whose shared memory exceeds the device's limit, is dropped."""
+    options = CompileOptions(mode="build")
+    built = compile_instance(with_config(spec, trial.config), options, None, cancel)
+    figures = built.triton or {}
+    trial.registers = figures.get("registers")
+    trial.shared_bytes = figures.get("shared")
+    if not built.ok:
+        first = built.errors[0] if built.errors else None
+        trial.problem = f"{first.code}: {first.message}" if first else "compile failed"
+
+
+def time_trial(
+    trial: ConfigTrial,
+    spec: InstanceSpec,
+    timing: Timing,
+    history: History,
+    cancel: threading.Event | None,
+) -> tuple[float | None, dict[str, Any]]:
+    """Verify and time the candidate on the GPU: its median (ms) and the device, or None
+    with the reason in `trial.problem`."""
+    options = BenchOptions(timing=timing, baseline=False)
+    report = benchmark_instance(
+        with_config(spec, trial.config), options, cancel=cancel, history=history
+    )
+    if not report.ok or report.median_ms is None:
+        trial.problem = report.message or "the benchmark failed"
+        return None, report.device
+    trial.verified = report.verified
+    trial.spread = report.spread
+    return report.median_ms, report.device
+
+
+def run_config_tune(
+    spec: InstanceSpec,
+    space: TuneSpace,
+    limit: int | None = None,
+    build_only: bool = False,
+    inductor: list[dict[str, Any]] | None = None,
+    progress: Progress | None = None,
+    cancel: threading.Event | None = None,
+) -> ConfigTuneResult:
+    """Tune `spec`'s config over `inductor` (Inductor's configs:
+    `Profile.inductor_configs`), the tune table and its own config."""
+    say = progress or (lambda _line: None)
+    inductor = inductor or []
+    result = ConfigTuneResult(spec.name, candidates(spec, space, inductor, limit))
+    result.build_only = build_only
+    result.method = (
+        f"{len(result.trials)} configs ({len(inductor)} from Inductor's heuristics); each "
+        "compiled by Triton for the target first (dropped above the shared-memory limit or on "
+        "a compile error); stage 1: verified and timed with a short budget (>= 10 samples, "
+        f"<= 1.5 s); stage 2: the best {STAGE2_COUNT} and the instance's own, the CUDA "
+        "benchmark's full budget; L2 flushed before each launch"
+    )
+    keys = varying_keys(result.trials)
+    for i, trial in enumerate(result.trials, 1):
+        say(f"compiling {i}/{len(result.trials)}: {trial.label(keys)}")
+        prune(trial, spec, cancel)
+    standing = [t for t in result.trials if not t.problem]
+    if build_only or not standing:
+        return result
+    history = History(Path(tempfile.mkdtemp(prefix="kls-config-tune-")))
+    for i, trial in enumerate(standing, 1):
+        say(f"stage 1 {i}/{len(standing)}: {trial.label(keys)}")
+        trial.stage1_ms, device = time_trial(trial, spec, STAGE1, history, cancel)
+        result.device = device or result.device
+    timed = sorted(
+        (t for t in standing if t.stage1_ms is not None), key=lambda t: t.stage1_ms or 0.0
+    )
+    finalists = timed[:STAGE2_COUNT]
+    current = result.current
+    if current is not None and current in timed and current not in finalists:
+        finalists.append(current)
+    for i, trial in enumerate(finalists, 1):
+        say(f"stage 2 {i}/{len(finalists)}: {trial.label(keys)}")
+        trial.stage2_ms, _device = time_trial(trial, spec, Timing(), history, cancel)
+    return result
+
+
+def varying_keys(trials: list[ConfigTrial]) -> tuple[str, ...]:
+    """The config keys whose values differ among `trials`, in the first trial's order."""
+    if not trials:
+        return ()
+    first = trials[0].config
+    return tuple(k for k in first if any(t.config.get(k) != first[k] for t in trials))
+
+
+def table(result: ConfigTuneResult) -> str:
+    """The trials as a terminal table, fastest stage 2 first, then stage 1, then dropped."""
+
+    def order(t: ConfigTrial) -> tuple[int, float]:
+        if t.stage2_ms is not None:
+            return 0, t.stage2_ms
+        if t.stage1_ms is not None:
+            return 1, t.stage1_ms
+        return 2, 0.0
+
+    keys = varying_keys(result.trials)
+    lines = [f"{'stage 2 ms':>10}  {'stage 1 ms':>10}  {'origin':10}  config / why dropped"]
+    for t in sorted(result.trials, key=order):
+        s2 = f"{t.stage2_ms:10.4f}" if t.stage2_ms is not None else " " * 10
+        s1 = f"{t.stage1_ms:10.4f}" if t.stage1_ms is not None else " " * 10
+        why = f"  [{t.problem}]" if t.problem else ""
+        lines.append(f"{s2}  {s1}  {t.origin:10}  {t.label(keys)}{why}")
+    winner, current = result.winner, result.current
+    if winner is not None:
+        lines.append(f"winner: {winner.label(keys)} ({winner.stage2_ms:.4f} ms)")
+        if current is not None and current.stage2_ms and winner is not current:
+            lines.append(f"  {current.stage2_ms / (winner.stage2_ms or 1):.3f}x the instance's own")
+    return "\n".join(lines)
