@@ -23,6 +23,7 @@ from kls.arch import arch_problem
 from kls.dtypes import dtype_choices, lookup_dtype, suggest_dtype
 from kls.findings import Finding, Severity
 from kls.input_limits import INT64_MAX, MAX_CONFIG_BYTES, MAX_INSTANCES
+from kls.instances.flex_files import flex_op, part_paths
 from kls.instances.locate import TomlLocator
 from kls.instances.roots import describe_roots, is_inside, project_roots
 from kls.instances.schema import (
@@ -137,7 +138,9 @@ class InstanceSet:
         cached = self._resolved.get(instance.name)
         if cached is None:
             paths = (instance.template, instance.argument_template, instance.epilogue_template)
-            cached = tuple(TemplateRef.parse(p).resolve() for p in paths if p is not None)
+            op = flex_op(instance)  # a flex template's other parts, read beside it
+            parts = part_paths(instance, op)[1:] if op is not None else []
+            cached = tuple(TemplateRef.parse(p).resolve() for p in (*paths, *parts) if p)
             self._resolved[instance.name] = cached
         return cached
 

@@ -25,6 +25,7 @@ import hashlib
 import importlib
 import importlib.util
 import math
+import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -267,12 +268,28 @@ def _captured(exc: BaseException) -> _Captured | None:
     return None
 
 
+def _unimportable_module(exc: BaseException) -> str | None:
+    """The module Inductor rendered but could not import (a Python error in the template's
+    text): its text, so that the parse check (KT851) places the error on its template line."""
+    chain: BaseException | None = exc
+    for _ in range(16):
+        if chain is None:
+            return None
+        if isinstance(chain, SyntaxError) and chain.filename and os.path.isfile(chain.filename):
+            with open(chain.filename, encoding="utf-8") as f:
+                return f.read()
+        chain = chain.__cause__ or chain.__context__
+    return None
+
+
 def _innermost(exc: BaseException) -> BaseException:
-    """The exception under Inductor's LoweringException wrappers."""
-    seen = 0
-    while exc.__cause__ is not None and seen < 16:
-        exc = exc.__cause__
-        seen += 1
+    """The exception Inductor's LoweringException wraps (it raises the wrapper `from None`
+    while handling the original, which stays its __context__)."""
+    for _ in range(16):
+        inner = exc.__cause__ or exc.__context__
+        if type(exc).__name__ != "LoweringException" or inner is None:
+            return exc
+        exc = inner
     return exc
 
 
@@ -297,6 +314,9 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
             except Exception as exc:
                 captured = _captured(exc)
                 if captured is None:
+                    unimportable = _unimportable_module(exc)
+                    if unimportable is not None:
+                        return {"module": unimportable, "kernel_name": "", "op": op}
                     raise _innermost(exc) from None
                 choice = captured.choice
             else:

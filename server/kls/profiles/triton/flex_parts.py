@@ -13,25 +13,11 @@ import bisect
 from dataclasses import dataclass
 from pathlib import Path
 
+from kls.instances.flex_files import FLEX_PARTS, flex_op, part_paths
 from kls.instances.schema import InstanceSpec
 from kls.template.source import read_source
 
-# Inductor's flex templates by registered name: the files it concatenates, in order.
-FLEX_PARTS: dict[str, tuple[str, ...]] = {
-    "flex_attention": ("flex_attention", "utilities", "common"),
-    "flex_decoding": ("flex_decode", "utilities", "common"),
-    "flex_attention_backward": ("flex_backwards", "utilities"),
-}
-SUFFIX = ".py.jinja"
-
-
-def flex_op(instance: InstanceSpec) -> str | None:
-    """The flex template an instance renders (its inductor_template, else its template's file
-    name), or None for any other template."""
-    if instance.inductor_template is not None:
-        return instance.inductor_template if instance.inductor_template in FLEX_PARTS else None
-    name = Path(instance.template).name
-    return next((op for op, parts in FLEX_PARTS.items() if name == parts[0] + SUFFIX), None)
+__all__ = ["FLEX_PARTS", "Concatenation", "concatenation", "flex_op"]
 
 
 @dataclass(frozen=True)
@@ -52,12 +38,6 @@ class Concatenation:
         `path` is not a part)."""
         part = self.paths.index(path) if path in self.paths else 0
         return self.starts[part] + line
-
-
-def part_paths(instance: InstanceSpec, op: str) -> list[Path]:
-    """The files of `op`'s template, the instance's own template first, the others beside it."""
-    first = Path(instance.template)
-    return [first] + [first.with_name(name + SUFFIX) for name in FLEX_PARTS[op][1:]]
 
 
 def concatenation(instance: InstanceSpec, op: str, overrides: dict[Path, str]) -> Concatenation:
