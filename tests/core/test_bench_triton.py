@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 
 from kls.bench.history import History
-from kls.bench.job import BenchJob, TensorJob
+from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import StageError
 from kls.bench.module import grid_of, launch_arguments
 from kls.bench.reference import NAMED_REFERENCES, HostTensor
+from kls.bench.report import BenchReport, method_of
 from kls.bench.run import NO_REFERENCE, BenchOptions, benchmark_instance, prepare_job
 from kls.bench.worker import _load_user_reference, operand_tensors
 from kls.instances import load_instances
@@ -26,8 +27,6 @@ from tests.conftest import TEMPLATES, gpu_available
 from tests.upstream import needs_torch, needs_torch_source
 
 SHIPPED = TEMPLATES / "kls.toml"
-torch_backed = [needs_torch, needs_torch_source, pytest.mark.slow]
-
 
 def _job(name: str) -> BenchJob:
     spec = load_instances(SHIPPED).instances[name]
@@ -170,6 +169,7 @@ def test_without_a_gpu_the_benchmark_says_so(tmp_path: Path) -> None:
     assert History(tmp_path).load("triton_bmm_bf16") == []  # no GPU reached: no history
 
 
+@pytest.mark.slow  # a kls process: 0.7-2.5 s here
 def test_kls_bench_sanitize_without_a_gpu_is_a_message() -> None:
     if gpu_available()[0]:
         pytest.skip("this machine has a GPU")
@@ -183,3 +183,9 @@ def test_kls_bench_sanitize_without_a_gpu_is_a_message() -> None:
     assert done.returncode == 1
     assert "triton_mm_bf16_2048" in done.stdout and "no usable NVIDIA GPU/driver" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_result_says_the_timing_it_used() -> None:
+    """`--max-seconds` changes the method's bound, and the report says the bound it ran with."""
+    assert method_of(Timing()) == BenchReport("x", True).method
+    assert "or at 2000 samples or 2 s" in method_of(Timing(max_seconds=2))

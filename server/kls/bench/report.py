@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kls.bench.job import BenchJob
+from kls.bench.job import BenchJob, Timing
 from kls.dtypes import lookup_dtype
 
 # Dense tensor-core peaks (TFLOP/s) by device-name fragment and dtype: datasheet numbers.
@@ -102,6 +102,21 @@ def _element_size(dtype: str) -> int:
     return found.size
 
 
+def method_of(timing: Timing) -> str:
+    """The timing method in words, with the job's own bounds."""
+    flush = (
+        "L2 flushed (2x L2 memset) before each launch, outside the timed region"
+        if timing.flush_l2
+        else "L2 not flushed"
+    )
+    return (
+        f"warm-up >= {timing.warmup_s:g} s; back-to-back launches in batches of 10, each "
+        f"between its own CUDA events; {flush}; stop after >= {timing.min_seconds:g} s and >= "
+        f"{timing.min_samples} samples once (p75-p25)/median <= {timing.target_spread:.0%}, or "
+        f"at {timing.max_samples} samples or {timing.max_seconds:g} s; median reported"
+    )
+
+
 def build_report(instance: str, job: BenchJob, result: dict[str, Any]) -> BenchReport:
     timing = result["timing"]
     median_ms = float(timing["median"])
@@ -118,6 +133,7 @@ def build_report(instance: str, job: BenchJob, result: dict[str, Any]) -> BenchR
         clocks=result.get("clocks", {}),
         verification=result.get("verification", {}),
         verified=bool(result.get("verified", True)),
+        method=method_of(job.timing),
     )
     if not report.verified:
         report.message = UNVERIFIED

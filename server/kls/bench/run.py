@@ -14,6 +14,7 @@ from typing import Any
 
 from kls.bench.history import History
 from kls.bench.job import BenchJob, TensorJob, Timing
+from kls.bench.reference import PENDING_REFERENCES
 from kls.bench.report import BenchReport, build_report
 from kls.bench.runner import run_worker
 from kls.compile import CompileOptions, compile_instance
@@ -135,9 +136,11 @@ def prepare_job(
     options: BenchOptions,
     overrides: dict[Path, str] | None = None,
     cancel: threading.Event | None = None,
+    verify: bool = True,
 ) -> tuple[BenchJob | None, RenderResult | None, str]:
     """Build (or, for a module kernel, render and compile) the instance, then its job: (job,
-    the render, "") or (None, the render, why not)."""
+    the render, "") or (None, the render, why not). `verify=False` (a run under the
+    sanitizer): an instance without a reference runs unverified rather than not at all."""
     built = compile_instance(instance, options.compile, overrides, cancel)
     rendered = built.rendered
     if not built.ok or rendered is None or rendered.text is None:
@@ -151,6 +154,8 @@ def prepare_job(
         if launch is not None
         else make_job(instance, rendered, built.artifact or Path(), options)
     )
+    if not verify and (job.reference == UNSET_REFERENCE or job.reference in PENDING_REFERENCES):
+        job.reference = "none"
     if job.reference == UNSET_REFERENCE:
         return None, rendered, NO_REFERENCE
     return job, rendered, ""

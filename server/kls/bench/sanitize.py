@@ -247,7 +247,7 @@ def sanitize_instance(
         report.findings.append(_instance_finding(instance, "KT722", Severity.WARNING, problem))
         report.message = problem
         return report
-    job, rendered, why = prepare_job(instance, options, overrides, cancel)
+    job, rendered, why = prepare_job(instance, options, overrides, cancel, verify=False)
     if job is None or rendered is None:
         report.message = why
         return report
