@@ -67,6 +67,7 @@ def _one_repetition(config: Path, names: list[str]) -> dict[str, dict[str, Any]]
                 "compile_s": compile_s,
                 "registers": answer.get("registers"),
                 "shared_bytes": answer.get("shared"),
+                "spilled_bytes": (answer.get("stack") or 0) + (answer.get("local") or 0),
             }
     _fresh_worker(tempfile.gettempdir())
     return out
@@ -108,7 +109,8 @@ def main() -> int:
             if k.endswith("_s")
         )
         used = (
-            f"; {entry['registers']} registers, {entry['shared_bytes']} B shared"
+            f"; {entry['registers']} registers, {entry['shared_bytes']} B shared, "
+            f"{entry['spilled_bytes']} B spilled"
             if "registers" in entry
             else ""
         )
