@@ -6,7 +6,13 @@ source; without them they skip (KLS_REQUIRE_TORCH=1 makes that a failure, as CI 
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -221,3 +227,70 @@ def test_a_mod_that_is_not_there_is_one_finding(tmp_path: Path) -> None:
     [found] = result.findings
     assert found.code == "KT812" and "no function 'sliding_window'" in found.message
     assert found.site is not None and found.site.path == str(config)
+
+
+# -- benchmarks/triton_flex_gpu.py: its parts that need no GPU --------------------------------
+
+
+def _gpu_script() -> Any:
+    path = Path(__file__).parents[2] / "benchmarks" / "triton_flex_gpu.py"
+    spec = importlib.util.spec_from_file_location("triton_flex_gpu", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_comparison_normalises_only_generated_names() -> None:
+    script = _gpu_script()
+    one = "@t(meta={'kernel_name': 'a', 'backend_hash': 'AB12'})\n"
+    one += "def triton_x(q):\n    r = triton_x\n"
+    two = one.replace("'a'", "'b'").replace("AB12", "CD34").replace("triton_x", "triton_y")
+    assert script.normalize(one) == script.normalize(two)
+    assert script.compare(one, two)["identical"]
+    changed = script.compare(one, two.replace("r = ", "s = "))
+    assert not changed["identical"]
+    assert changed["first_difference"].startswith("line 3: inductor '    r = KERNEL_NAME'")
+
+
+@needs_torch_source
+def test_the_gpu_cases_are_the_shipped_instances() -> None:
+    script = _gpu_script()
+    forward, decode = script.load_cases()
+    assert forward.op == "flex_attention" and forward.causal
+    assert forward.kernel_options == {
+        "BLOCK_M": 128,
+        "BLOCK_N": 64,
+        "num_warps": 8,
+        "num_stages": 3,
+        "BACKEND": "TRITON",
+    }
+    assert forward.flops() == 4 * 4 * 16 * 4096 * 4096 * 128 / 2
+    assert decode.op == "flex_decoding" and not decode.causal
+    assert decode.kernel_options["BACKEND"] == "TRITON_DECODE"
+    assert decode.shapes["q"] == [4, 16, 1, 128]
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+def test_the_sandbox_render_is_inductors_own_for_every_shipped_flex_instance(
+    tmp_path: Path,
+) -> None:
+    """The benchmark's `cpu` mode: kls's worker (kls's sandbox, the editor's text) and the
+    same lowering with Inductor's own Jinja environment and text give one module."""
+    out = tmp_path / "flex.json"
+    root = Path(__file__).parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root / "server"), "KLS_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "triton_flex_gpu.py"), "cpu", "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.exists(), done.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["op"] for r in rows] == ["flex_attention", "flex_decoding", "flex_attention_backward"]
+    assert all(r["identical"] for r in rows), rows
