@@ -17,6 +17,7 @@ from kls.checks.triton_static import triton_findings
 from kls.findings import Severity
 from kls.instances import load_instances
 from kls.positions import Position
+from kls.profiles.triton.align import align
 from kls.sandbox.workers import render_isolated
 from kls.template.model import parse_template
 from kls.template.pysource import PyConstant, PyProblem, python_constants
@@ -141,6 +142,49 @@ def test_an_inline_templates_lines_map_into_its_python_file() -> None:
     line = next(i for i, t in enumerate(module_lines) if "matrix_x = tl.load(x_ptrs" in t)
     origin = in_file.origin(line)
     assert origin is not None and body_start < origin.line < body_start + 30
+
+
+# A template of kls's own shape: def_kernel in two branches, then lines that are one span each.
+BRANCHED = """{% if SCALED %}
+{{def_kernel("a", "b", "s")}}
+{% else %}
+{{def_kernel("a", "b")}}
+{% endif %}
+    {{ assign("N", size("b", 1)) }}
+    {{ assign("K", size("a", 1)) }}
+    x = 1"""
+BRANCHED_RENDER = """
+import triton
+@triton.jit
+def k(arg_a, arg_b, out_ptr0):
+    a = arg_a
+
+    K: tl.constexpr = 32
+    x = 1"""
+
+
+def test_a_branchs_def_kernel_and_one_span_lines_map_by_their_names() -> None:
+    """The header maps to the def_kernel whose names the kernel's arguments are (the branch
+    that rendered), and a line that is one call to the call naming what it assigns."""
+    assert align(BRANCHED, BRANCHED_RENDER) == [3, 3, 3, 3, 5, 5, 6, 7]
+
+
+@needs_torch
+@needs_torch_source
+def test_grouped_mm_maps_to_the_branch_that_rendered() -> None:
+    spec = load_instances(SHIPPED).instances["triton_grouped_mm_moe_bf16"]
+    rendered = render_isolated(spec)
+    assert rendered.text is not None and rendered.source_map is not None
+    template = Path(str(spec.template)).read_text(encoding="utf-8").split("\n")
+    module = rendered.text.split("\n")
+    for needle, written in (
+        ("def triton_grouped_mm(", 'def_kernel("a_ptr", "b_ptr", "offsets_ptr")'),
+        ("@triton_heuristics.template(", 'def_kernel("a_ptr", "b_ptr", "offsets_ptr")'),
+        ("B_STRIDE_N: tl.constexpr", 'assign_maybe_constexpr("B_STRIDE_N"'),
+    ):
+        origin = rendered.source_map.origin(next(i for i, t in enumerate(module) if needle in t))
+        assert origin is not None
+        assert written in template[origin.line], (needle, origin.line)
 
 
 # -- planted mistakes, in copies made here (never stored) ---------------------------------------

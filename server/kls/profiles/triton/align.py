@@ -16,6 +16,7 @@ Python, which makes the map recoverable line by line:
 
 from __future__ import annotations
 
+import ast
 import itertools
 import re
 from difflib import SequenceMatcher
@@ -31,6 +32,83 @@ def _literal(line: str) -> str | None:
 def _pattern(line: str) -> re.Pattern[str]:
     parts = _SPAN.split(line.strip())
     return re.compile(".*?".join(re.escape(p) for p in parts) + r"\Z", re.DOTALL)
+
+
+_DEF_KERNEL = re.compile(r"\{\{-?\s*def_kernel\(")
+_DEF_LINE = re.compile(r"def \w+\((.*)\):$")
+
+
+def _kernel_headers(t_lines: list[str], out: list[int | None], r0: int, r1: int) -> dict[int, int]:
+    """The unplaced rendered lines right before a `def` line matched to a def_kernel line:
+    the header it expanded into (imports, Inductor's decorator), by rendered line."""
+    header: dict[int, int] = {}
+    owner: int | None = None
+    for r in reversed(range(r0, r1)):
+        placed = out[r]
+        if placed is not None:
+            owner = placed if _DEF_KERNEL.search(t_lines[placed]) else None
+        elif owner is not None:
+            header[r] = owner
+    return header
+
+
+def _matches(t_lines: list[str], t: int, rendered: str) -> bool:
+    """Whether template line `t`, which has `{{ }}` spans, rendered as `rendered` (stripped).
+    A line that is one span and nothing else (or opens a span closed on a later line) matches
+    any text, so it must also agree by name: a `def_kernel(...)` only the kernel's `def`
+    whose arguments are its names (the branch's def_kernel that rendered), another call only
+    a line naming one of its string arguments (`assign("B_STRIDE_N", ...)` the line of
+    B_STRIDE_N, `store_output(("rm", "rn"), ...)` a line naming rm or rn)."""
+    line = t_lines[t]
+    opened = line[line.index("{{") :]
+    if "}}" in opened:
+        if not _pattern(line).match(rendered):
+            return False
+        if _SPAN.sub("", line).strip():
+            return True  # literal text around the spans already placed it
+    call = _span_call(t_lines, t)
+    names = _string_arguments(call)
+    if _DEF_KERNEL.search(line):
+        found = _DEF_LINE.match(rendered)
+        if found is None:
+            return False
+        params = [p.strip() for p in found.group(1).split(",")]
+        return [p.removeprefix("arg_") for p in params if p.startswith("arg_")] == names
+    return not names or any(name and name in rendered for name in names)
+
+
+def _span_call(t_lines: list[str], t: int) -> ast.Call | None:
+    """The call written in the first `{{ }}` of line `t` (through the line that closes it),
+    without its filters; None when it is not one."""
+    text = t_lines[t][t_lines[t].index("{{") + 2 :]
+    k = t
+    while "}}" not in text and k + 1 < len(t_lines) and k - t < 40:
+        k += 1
+        text += "\n" + t_lines[k]
+    body = text.split("}}", 1)[0].strip().strip("-").strip()
+    try:
+        tree = ast.parse(body.split("|", 1)[0].strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    return tree.body if isinstance(tree.body, ast.Call) else None
+
+
+def _string_arguments(call: ast.Call | None) -> list[str]:
+    """The string literals among a call's positional arguments (one tuple level deep), else
+    among its keyword arguments."""
+    if call is None:
+        return []
+
+    def strings(nodes: list[ast.expr]) -> list[str]:
+        out: list[str] = []
+        for node in nodes:
+            items = node.elts if isinstance(node, ast.Tuple) else [node]
+            out += [
+                i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)
+            ]
+        return out
+
+    return strings(list(call.args)) or strings([k.value for k in call.keywords])
 
 
 def align(template: str, rendered: str) -> list[int | None]:
@@ -74,22 +152,30 @@ def _fill_gap(
     cursor = t0
     for r in range(r0, r1):
         for t in range(cursor, t1):
-            if t in holders and _pattern(t_lines[t]).match(r_lines[r].strip()):
+            if t in holders and _matches(t_lines, t, r_lines[r].strip()):
                 out[r] = t
                 matched.add(t)
                 cursor = t + 1
                 break
     expanding = [t for t in holders if t not in matched]
+    if any(_DEF_KERNEL.search(t_lines[t]) for t in matched):
+        # One def_kernel rendered; the others sit in branches that did not.
+        expanding = [t for t in expanding if not _DEF_KERNEL.search(t_lines[t])]
+    header = _kernel_headers(t_lines, out, r0, r1)
     last: int | None = prelude
     for r in range(r0, r1):
         if out[r] is not None:
             last = out[r]
             continue
         after = [t for t in expanding if last is None or t >= last]
-        if prelude is not None and r < r1 and not matched:
+        if r in header:  # def_kernel's imports and decorator, before its `def` line
+            out[r] = header[r]
+        elif prelude is not None and r < r1 and not matched:
             out[r] = prelude
         elif after:
             out[r] = after[0]
+        elif last is not None and last in matched:  # the rest of the expansion just matched
+            out[r] = last
         elif expanding:
             out[r] = expanding[-1]
         else:
