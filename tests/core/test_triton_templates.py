@@ -187,6 +187,29 @@ def test_grouped_mm_maps_to_the_branch_that_rendered() -> None:
         assert written in template[origin.line], (needle, origin.line)
 
 
+@needs_torch
+@needs_torch_source
+def test_scaled_mm_takes_its_order_and_workspace_from_inductors_lowering(tmp_path: Path) -> None:
+    """The config in reverse order and no workspace_arg: Inductor's tuned_scaled_mm still
+    orders the constexpr lines and adds the TMA workspace, so the module is the shipped one."""
+    shipped = SHIPPED.read_text()
+    start = shipped.index("[instances.triton_scaled_mm_rowwise_fp8]")
+    end = shipped.index("# fp8 scaled mm, 1x128 block scales")
+    table, config = shipped[start:end].split("[instances.triton_scaled_mm_rowwise_fp8.vars]\n")
+    lines = [v for v in config.strip().split("\n") if not v.startswith("workspace_arg")]
+    (tmp_path / "kls.toml").write_text(
+        table + "[instances.triton_scaled_mm_rowwise_fp8.vars]\n" + "\n".join(lines[::-1]) + "\n"
+    )
+    mine = render_isolated(
+        load_instances(tmp_path / "kls.toml").instances[
+            INSTANCES["scaled_mm_device_tma_epilogue_scaling"]
+        ]
+    )
+    ours = render_isolated(load_instances(SHIPPED).instances["triton_scaled_mm_rowwise_fp8"])
+    assert mine.text is not None and "ws_ptr" in mine.text
+    assert mine.text == ours.text
+
+
 # -- planted mistakes, in copies made here (never stored) ---------------------------------------
 
 

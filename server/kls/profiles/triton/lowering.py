@@ -29,6 +29,7 @@ class Lowering:
     module: str
     function: str
     settings: dict[str, Any] = field(default_factory=dict)
+    out_dtype: bool = False  # the op takes its output's dtype (fp8 in, bf16 out): pass it
 
     def resolve(self) -> Callable[..., Any]:
         return getattr(importlib.import_module(self.module), self.function)  # type: ignore[no-any-return]
@@ -43,6 +44,19 @@ LOWERINGS: dict[str, Lowering] = {
         {"triton.enable_persistent_tma_matmul": True},
     ),
     "bmm": Lowering("torch._inductor.kernel.bmm", "tuned_bmm"),
+    "scaled_mm_device_tma_epilogue_scaling": Lowering(
+        "torch._inductor.kernel.mm",
+        "tuned_scaled_mm",
+        {"triton.enable_persistent_tma_matmul": True},
+        out_dtype=True,
+    ),
+    "scaled_mm_device_tma_main_loop_scaling": Lowering(
+        "torch._inductor.kernel.mm",
+        "tuned_scaled_mm",
+        {"triton.enable_persistent_tma_matmul": True},
+        out_dtype=True,
+    ),
+    "mm_plus_mm": Lowering("torch._inductor.kernel.mm_plus_mm", "tuned_mm_plus_mm"),
 }
 
 # Only the Triton templates, one config each (kls's config replaces it).
@@ -175,9 +189,14 @@ def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any]) -> Any:
     lowering = LOWERINGS.get(template.name)
     if lowering is None:
         return None
+    keywords: dict[str, Any] = {}
+    if lowering.out_dtype and req.get("output"):
+        import torch
+
+        keywords["out_dtype"] = getattr(torch, req["output"]["dtype"])
     with config.patch({**COMMON_SETTINGS, **lowering.settings}), _Pin(template, req) as pin:
         try:
-            lowering.resolve()(*nodes)
+            lowering.resolve()(*nodes, **keywords)
         except Exception:
             # Raised while the template rendered: the template's error. Before it was asked
             # for, or after it rendered (choosing among choices): not the template's.
