@@ -222,7 +222,8 @@ def compiled_flex(torch: Any, options: dict[str, Any] | None, mode: str | None =
     compiled = torch.compile(flex_attention, dynamic=False, mode=mode)
 
     def call(q: Any, k: Any, v: Any, block: Any, score: Any) -> Any:
-        return compiled(q, k, v, score_mod=score, block_mask=block, kernel_options=options)
+        gqa = q.shape[1] != k.shape[1]
+        return compiled(q, k, v, score, block, kernel_options=options, enable_gqa=gqa)
 
     return call
 

@@ -294,3 +294,34 @@ def test_the_sandbox_render_is_inductors_own_for_every_shipped_flex_instance(
     rows = json.loads(out.read_text())["rows"]
     assert [r["op"] for r in rows] == ["flex_attention", "flex_decoding", "flex_attention_backward"]
     assert all(r["identical"] for r in rows), rows
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+def test_a_score_mod_and_grouped_query_heads_render(tmp_path: Path) -> None:
+    """A score_mod with arithmetic (its gradient in the backward's joint graph) and a forward
+    with four key/value heads for sixteen query heads (GQA)."""
+    (tmp_path / "mods.py").write_text(
+        MODS + "\n\ndef relative(score, b, h, q_idx, kv_idx):\n"
+        "    return score + (q_idx - kv_idx) * 0.25\n"
+    )
+    backward = _instance(
+        "flex_attention_backward", f"torch:{FLEX_DIR}/flex_backwards.py.jinja", True
+    )
+    forward = _instance("flex_attention", f"torch:{FLEX_DIR}/flex_attention.py.jinja", False)
+    forward = forward.replace("[4, 16, 4096, 128], dtype", "[4, 4, 4096, 128], dtype")
+    forward = forward.replace("tensors.q = { shape = [4, 4,", "tensors.q = { shape = [4, 16,")
+    mod = 'score_mod = "mods.py:relative"\n'
+    (tmp_path / "kls.toml").write_text(
+        backward.replace("num_warps", mod + "num_warps", 1)
+        + "\n"
+        + forward.replace("num_warps", mod + "num_warps", 1)
+    )
+    specs = load_instances(tmp_path / "kls.toml").instances
+    assert specs["flex_attention"].tensors["k"].shape == (4, 4, 4096, 128)  # type: ignore[union-attr]
+    for name in ("flex_attention_backward", "flex_attention"):
+        result = render_isolated(specs[name])
+        assert result.text is not None, [f.message for f in result.findings]
+        assert "tl.full([1], 0.25, tl.float32)" in result.text
+    assert "GQA_SHARED_HEADS : tl.constexpr = 4" in result.text

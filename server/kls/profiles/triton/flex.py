@@ -161,8 +161,9 @@ def traced(torch: Any, req: dict[str, Any], mode: Any) -> tuple[Any, list[Any]]:
 
     def attend(q: Any, k: Any, v: Any, *parts: Any) -> Any:
         block_mask = _block_mask(mask_mod, sq, skv, parts)
+        gqa = q.shape[1] != k.shape[1]  # fewer key/value heads: grouped-query attention
         return flex_attention(
-            q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=options
+            q, k, v, score_mod, block_mask, kernel_options=options, enable_gqa=gqa
         )
 
     inputs = [q, k, v, *parts]
