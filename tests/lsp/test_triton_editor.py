@@ -200,3 +200,34 @@ async def test_save_compiles_and_the_ptx_and_sass_views_map_lines(tmp_path: Path
         assert all("/*" in sass["text"].split("\n")[n] for n in sass["lines"])
     finally:
         await harness.close()
+
+
+@needs_torch
+@pytest.mark.slow
+async def test_the_static_layer_is_published_before_the_torch_render(tmp_path: Path) -> None:
+    """A trusted workspace renders through torch (hundreds of milliseconds an edit): each
+    edit publishes its static findings first, with the last render's own findings kept
+    (KT103: Inductor fails to import a module line that is not Python), then the render's."""
+    harness = Harness()
+    harness.settings = {"workspaceTrusted": True, "compileOnSave": False}
+    await harness.initialize()
+    try:
+        template, text = _project(tmp_path)
+        broken = text.replace("    scaled = x * SCALE", "    scaled = = x * SCALE", 1)
+        uri = harness.open(template.as_uri(), broken, language_id="python-jinja")
+
+        def codes(ds: list[dict[str, Any]]) -> set[str]:
+            return {str(d["code"]) for d in ds}
+
+        await harness.wait_diagnostics(uri, 1, where=lambda ds: "KT103" in codes(ds), timeout=120)
+        since = len(harness.published)
+        planted = broken.replace('{{size("X", 0)}}', '{{size("X", 5)}}', 1)
+        harness.change(uri, 2, planted)
+        first = await harness.wait_diagnostics(uri, 2, since=since, timeout=60)
+        assert {"KT806", "KT103"} <= codes(first)  # static at once, the render's kept
+        final = await harness.wait_diagnostics(uri, 2, since=since + 1, timeout=120)
+        assert {"KT806", "KT103"} <= codes(final)
+        # Two publishes of version 2: the static layer's, then the render's.
+        assert [p.get("version") for p in harness.published[since:]].count(2) == 2
+    finally:
+        await harness.close()

@@ -197,20 +197,23 @@ def check_file(
     cache: ModelCache | None = None,
     only: set[str] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    render: bool = True,
 ) -> CheckResult:
     """Findings located in `path`, from its static checks and every instance that reads it
-    (or only the instances named in `only`). `path` may be a Python file (`text` its editor
-    text): its template constants that instances read are checked, and the findings are in
-    the file's own lines and columns; likewise for one constant (`file.py::NAME`)."""
+    (or only the instances named in `only`; with `render` False, their static checks only:
+    the editor's first answer where a render takes long). `path` may be a Python file
+    (`text` its editor text): its template constants that instances read are checked, and the
+    findings are in the file's own lines and columns; likewise for one constant
+    (`file.py::NAME`)."""
     ref = TemplateRef.parse(path).resolve()
     if ref.constant is None and is_python_file(ref.file):
         return check_python_file(ref.file, text, instances, cache, only, cancelled)
     if ref.constant is not None:
-        result = _check_source(ref.path, text, instances, cache, only, cancelled)
+        result = _check_source(ref.path, text, instances, cache, only, cancelled, render)
         overrides = cache.overrides if cache is not None else {}
         result.findings = findings_to_file(result.findings, overrides)
         return result
-    return _check_source(ref.path, text, instances, cache, only, cancelled)
+    return _check_source(ref.path, text, instances, cache, only, cancelled, render)
 
 
 def check_python_file(
@@ -270,6 +273,7 @@ def _check_source(
     cache: ModelCache | None,
     only: set[str] | None,
     cancelled: Callable[[], bool] | None,
+    render: bool = True,
 ) -> CheckResult:
     """check_file on one template (a file, or a constant's source id), in its own positions."""
     result = CheckResult()
@@ -293,7 +297,7 @@ def _check_source(
     for f in dedupe(instance_findings(model, str(path), chosen)):
         (static if f.path == str(path) else result.config_findings).append(f)
     runtime: list[Finding] = []
-    if model.syntax_error is None and instances is not None:
+    if model.syntax_error is None and instances is not None and render:
         for instance in readers:
             if only is not None and instance.name not in only:
                 continue

@@ -21,12 +21,13 @@ from lsprotocol import types as lsp
 
 from kls.checks.run import CheckResult, ModelCache, check_file
 from kls.findings import Finding
-from kls.instances import InstanceSet
+from kls.instances import InstanceSet, InstanceSpec
 from kls.lsp import config_documents
 from kls.lsp.convert import to_diagnostic
 from kls.lsp.offload import off_loop
 from kls.lsp.settings import Settings
 from kls.lsp.state import DocState, KlsServer
+from kls.profiles import profile
 from kls.sandbox.workers import start_isolated
 
 IDLE_BEFORE_FULL_CHECK_S = 0.15
@@ -54,9 +55,11 @@ def check_document(
     instances: InstanceSet | None,
     only: set[str] | None = None,
     generation: int | None = None,
+    render: bool = True,
 ) -> CheckResult:
     """Check the templates of `uri` (taken with `overrides` on the event loop; this runs in a
-    worker thread). With `generation`, stop early once the document has moved past it."""
+    worker thread). With `generation`, stop early once the document has moved past it; with
+    `render` False, the static checks only (of `only`'s instances too)."""
 
     def superseded() -> bool:
         state = ls.docs.get(uri)
@@ -65,7 +68,7 @@ def check_document(
     merged = CheckResult()
     for template in templates:
         cache = ModelCache(overrides)
-        if only is not None and instances is not None:
+        if only is not None and instances is not None and render:
             # The interactive check's render is sent to a worker process now, from this
             # thread; the worker renders while this thread parses the template and runs the
             # static checks.
@@ -80,6 +83,7 @@ def check_document(
                 cache,
                 only,
                 superseded if generation is not None else None,
+                render,
             )
         finally:
             for pending in cache.started.values():  # not taken: superseded or failed
@@ -116,6 +120,10 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
         phases: list[set[str] | None] = [None]
         if active is not None and len(ls.instances_of(path)) > 1:
             phases = [{active.name}, None]
+        if active is not None and renders_slowly(ls, active):
+            static = await _static_first(ls, uri, generation, instances, active.name)
+            if static is None:
+                continue  # superseded meanwhile (or closed: the loop's test ends it)
         for only in phases:
             if only is None and len(phases) > 1 and not await _quiet(ls, uri, generation):
                 break  # edits keep coming: the interactive phase comes first again
@@ -145,7 +153,47 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
             return
 
 
+def renders_slowly(ls: KlsServer, spec: InstanceSpec) -> bool:
+    """Whether the instance's render runs torch (a Triton template in a trusted workspace):
+    hundreds of milliseconds, so its static checks are published before it."""
+    try:
+        torch_rendered = profile(spec.profile).language == "python"
+    except KeyError:
+        return False
+    return torch_rendered and ls.settings_known and ls.settings.workspace_trusted
+
+
+async def _static_first(
+    ls: KlsServer, uri: str, generation: int, instances: InstanceSet | None, active: str
+) -> CheckResult | None:
+    """Publish the static layer of the current text at once: its static checks and the
+    active instance's, with the last render's own findings kept until the new render's
+    arrive (no flicker); None when the document moved on meanwhile."""
+    result = await off_loop(
+        check_document,
+        ls,
+        uri,
+        templates_of(ls, uri),
+        ls.overrides(),
+        instances,
+        {active},
+        generation,
+        False,
+    )
+    state = ls.docs.get(uri)
+    if state is None or state.generation != generation:
+        return None
+    state.static_result, state.static_generation = result, generation
+    ls.diagnostics.set(uri, "kls", [*result.findings, *state.render_layer])
+    ls.publish(uri)
+    return result
+
+
 def _store(ls: KlsServer, uri: str, state: DocState, result: CheckResult, complete: bool) -> None:
+    if state.static_result is not None and state.static_generation == state.generation:
+        static = state.static_result.findings  # the rest is the render's, for the next edit
+        state.render_layer = [f for f in result.findings if f not in static]
+    state.static_result = None
     first = not state.up_to_date
     state.result = result
     state.result_generation = state.generation

@@ -115,6 +115,11 @@ class DocState:
     result: CheckResult | None = None
     result_generation: int = -1  # the generation `result` was computed for
     result_complete: bool = False  # `result` covers every instance, not the active one only
+    # A torch-rendered (Triton) template publishes its static checks before the render: that
+    # result and its generation, and the last render's own findings, shown until the next's.
+    static_result: CheckResult | None = None
+    static_generation: int = -1
+    render_layer: list[Finding] = field(default_factory=list)
 
     @property
     def up_to_date(self) -> bool:
