@@ -30,7 +30,7 @@ from kls.tune.results import (
     TuneResult,
     read_results,
 )
-from kls.tune.runner import TuneOptions, Tuner
+from kls.tune.runner import TuneOptions
 from kls.tune.space import TuneSpace, load_space
 from kls.tune.timing import shape_plan
 from tests.upstream import needs_torch_source
@@ -59,7 +59,7 @@ def test_the_signature_and_the_arguments_struct_take_the_scheduler_at_run_time()
     spec = _with_vars(spec_of(TEMPLATES / "kls.toml"), splits=3, decomposition=2, raster=2)
     rendered = render(spec)
     text = rendered.text
-    assert text is not None, [f.format_line() for f in rendered.findings]
+    assert text is not None, [f.message for f in rendered.findings]
     signature = next(line for line in text.splitlines() if line.startswith("PT_EXPORT int "))
     tail = signature.split("const int Y_offset, ")[1]
     assert tail.startswith(
@@ -260,11 +260,21 @@ def test_a_tune_times_the_settings_and_apply_writes_the_dispatch(
     """Stand-in builds and GPU worker: stage 2 times every setting the profile keeps (split-K
     with one split is data-parallel, data-parallel with two splits is refused), each M bucket
     gets a configuration, and --apply writes one instance per bucket into kls.toml."""
+    import functools
+
+    import kls.tune.runner as runner
+    from kls.cli import main
+    from kls.tune.results import read_results
+
     config = project / "kls.toml"
     _small_streamk_space(config)
     _fake_builds(monkeypatch, tmp_path)
     spec = spec_of(config)
-    result = Tuner(spec, TuneOptions(worker=FAKE_WORKER, slots=1)).run()
+    # `kls tune --apply` as typed, with the stand-in GPU worker.
+    monkeypatch.setattr(runner, "TuneOptions", functools.partial(TuneOptions, worker=FAKE_WORKER))
+    code = main(["tune", str(spec.template), "-i", SK, "--config", str(config), "--apply"])
+    assert code == 0
+    result = read_results(project / ".kls" / "tune" / SK / "results.json")
     assert result.runtime_space == dict(listed=4, refused=1, alike=1, distinct=2, timed=2, cap=64)
     stage2 = {json.dumps(m.vars, sort_keys=True) for m in result.measurements if m.stage == 2}
     assert stage2 == {
@@ -272,8 +282,6 @@ def test_a_tune_times_the_settings_and_apply_writes_the_dispatch(
         json.dumps({"decomposition": 2, "splits": 2, "swizzle": 1}, sort_keys=True),
     }
     assert [(b.m_above, b.m_upto) for b in result.dispatch] == [(0, 128), (128, 2048), (2048, None)]
-    lines = apply_dispatch(config, SK, buckets_to_apply(result, spec))
-    assert len(lines) == 3 and all(", new)" in line for line in lines)
     text = config.read_text()
     assert "# the small space of the test" in text  # comments stay
     assert "# dispatch of sm90_streamk_bf16 (kls tune --apply): 128 < M <= 2048" in text
@@ -288,7 +296,7 @@ def test_a_tune_times_the_settings_and_apply_writes_the_dispatch(
         assert inst.kernel_name == f"kls_{SK}_m{m}"  # its own entry, Inductor's convention
     # Applying again replaces the buckets' op and variables in place.
     again = apply_dispatch(config, SK, buckets_to_apply(result, spec))
-    assert all(", new)" not in line for line in again)
+    assert len(again) == 3 and all(", new)" not in line for line in again)
     assert config.read_text().count(f"[instances.{SK}_m128]") == 1
 
 
