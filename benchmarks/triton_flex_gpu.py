@@ -228,14 +228,14 @@ def compiled_flex(torch: Any, options: dict[str, Any] | None, mode: str | None =
     return call
 
 
-def _buffers(torch: Any, metas: list[Any], ints: list[Any]) -> list[Any]:
+def buffers(torch: Any, metas: list[Any], ints: list[Any], device: str = "cuda") -> list[Any]:
     """Tensors for a benchmark request's input metas: floats normal(0, 1) (seeded), int32 the
     block mask's own tensors where the shapes agree (else zeros)."""
-    gen = torch.Generator(device="cuda").manual_seed(1)
+    gen = torch.Generator(device=device).manual_seed(1)
     pool = [t for t in ints if t is not None]
     out = []
     for meta in metas:
-        t = torch.empty_strided(meta.sizes, meta.strides, dtype=meta.dtype, device="cuda")
+        t = torch.empty_strided(meta.sizes, meta.strides, dtype=meta.dtype, device=device)
         if t.dtype.is_floating_point:
             t.normal_(generator=gen)
         else:
@@ -247,15 +247,30 @@ def _buffers(torch: Any, metas: list[Any], ints: list[Any]) -> list[Any]:
     return out
 
 
-def _with_module(bmreq: Any, text: str) -> Any:
-    """The benchmark request with `text` as its module (kls's render in Inductor's place)."""
+def with_module(bmreq: Any, text: str) -> Any:
+    """The benchmark request with `text` as its module (kls's render in Inductor's place, its
+    kernel by its own name)."""
     folder = Path(tempfile.mkdtemp(prefix="kls-flex-"))
     path = folder / "kls_module.py"
     path.write_text(text)
     swapped = copy.copy(bmreq)
     swapped.module_path = str(path)
     swapped.module_cache_key = hashlib.sha256(text.encode()).hexdigest()
+    found = re.search(r"^def (\w+)\(", text, re.M)
+    if found:
+        swapped.kernel_name = found.group(1)
     return swapped
+
+
+def same_bits(torch: Any, a: Any, b: Any) -> bool:
+    """Equal bit for bit (NaN included: floats compared as integers of their width)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.dtype.is_floating_point:
+        as_int = {1: torch.int8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+        width = as_int[a.element_size()]
+        return bool(torch.equal(a.view(width), b.view(width)))
+    return bool(torch.equal(a, b))
 
 
 def bitwise(torch: Any, bmreq: Any, kls: Any, block: Any) -> tuple[bool, Callable[[], None]]:
@@ -263,7 +278,7 @@ def bitwise(torch: Any, bmreq: Any, kls: Any, block: Any) -> tuple[bool, Callabl
     bit; and kls's launch, for timing."""
     ints = [getattr(block, a, None) for a in ("kv_num_blocks", "kv_indices")]
     ints += [getattr(block, a, None) for a in ("full_kv_num_blocks", "full_kv_indices")]
-    base = _buffers(torch, list(bmreq.input_tensor_meta), ints)
+    base = buffers(torch, list(bmreq.input_tensor_meta), ints)
     meta = bmreq.output_tensor_meta
     results = []
     for request in (bmreq, kls):
@@ -272,7 +287,7 @@ def bitwise(torch: Any, bmreq: Any, kls: Any, block: Any) -> tuple[bool, Callabl
         request.make_run_fn(*ins, out=out)()
         torch.cuda.synchronize()
         results.append([*ins, out])
-    same = all(torch.equal(a, b) for a, b in zip(*results, strict=True))
+    same = all(same_bits(torch, a, b) for a, b in zip(*results, strict=True))
 
     def launch() -> None:
         # made per call: the launcher binds the current stream (the graph's while capturing)
@@ -317,7 +332,11 @@ def run_gpu_case(torch: Any, case: Case, max_autotune: bool) -> dict[str, Any]:
     row: dict[str, Any] = {"case": case.name, "op": case.op, "kls_render_s": round(render_s, 3)}
     row |= {"kernel_options": case.kernel_options, "inductor_texts": len(texts)}
     row |= compare(inductor, kls)
-    same, kls_launch = bitwise(torch, seen[0].bmreq, _with_module(seen[0].bmreq, kls), block)
+    # The block mask's real values feed the kernels (flex's own one-block mask for none).
+    from torch.nn.attention.flex_attention import _create_empty_block_mask
+
+    mask = block if block is not None else _create_empty_block_mask(q, k)
+    same, kls_launch = bitwise(torch, seen[0].bmreq, with_module(seen[0].bmreq, kls), mask)
     row["bitwise_equal"] = same
     flops = case.flops()
     times = {"kls_kernel": timed(kls_launch, flops)}

@@ -219,6 +219,7 @@ def test_a_mistake_in_a_part_lands_on_its_file_and_line(tmp_path: Path) -> None:
 
 @needs_torch
 @needs_torch_source
+@pytest.mark.slow
 def test_a_mod_that_is_not_there_is_one_finding(tmp_path: Path) -> None:
     config = _project(tmp_path, "flex_attention", True)
     config.write_text(config.read_text().replace("mods.py:causal", "mods.py:sliding_window"))
@@ -325,3 +326,40 @@ def test_a_score_mod_and_grouped_query_heads_render(tmp_path: Path) -> None:
         assert result.text is not None, [f.message for f in result.findings]
         assert "tl.full([1], 0.25, tl.float32)" in result.text
     assert "GQA_SHARED_HEADS : tl.constexpr = 4" in result.text
+
+
+@needs_torch
+@pytest.mark.slow
+def test_the_gpu_comparison_launches_kls_module_with_inductors_request(tmp_path: Path) -> None:
+    """The parts of the bitwise check that need no GPU: the inputs made from a benchmark
+    request's metas (the block mask's own values where the shapes agree), the request with
+    kls's module and kernel name swapped in, and bit-for-bit equality with NaN."""
+    import torch
+    from torch._inductor.autotune_process import TensorMeta
+
+    script = _gpu_script()
+    cpu = torch.device("cpu")
+    metas = [
+        TensorMeta(cpu, torch.bfloat16, (2, 3), (1, 2), 0),
+        TensorMeta(cpu, torch.int32, (1, 1, 2), (2, 2, 1), 0),
+        TensorMeta(cpu, torch.int32, (1, 1, 4), (4, 4, 1), 0),
+    ]
+    blocks = torch.tensor([[[3, 5]]], dtype=torch.int32)
+    made = script.buffers(torch, metas, [blocks, None], device="cpu")
+    assert made[0].stride() == (1, 2) and made[0].abs().sum() > 0
+    assert torch.equal(made[1], blocks) and not made[2].any()
+    nan = torch.full((2,), float("nan"))
+    assert script.same_bits(torch, nan, nan.clone())
+    assert not script.same_bits(torch, nan, -nan)
+    assert not torch.equal(nan, nan.clone())  # why the bits are compared
+
+    class Request:
+        module_path = "inductor.py"
+        module_cache_key = "key"
+        kernel_name = "triton_x"
+
+    swapped = script.with_module(
+        Request(), "@triton.jit\ndef triton_flex_attention(a):\n    pass\n"
+    )
+    assert swapped.kernel_name == "triton_flex_attention" and Request.kernel_name == "triton_x"
+    assert Path(swapped.module_path).read_text().startswith("@triton.jit")
