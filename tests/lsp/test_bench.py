@@ -137,5 +137,18 @@ async def test_a_triton_template_has_the_lens_and_the_diagnostic(tmp_path: Path)
         resolved = await harness.request(lsp.CODE_LENS_RESOLVE, lazy)
         assert resolved["command"]["title"] == f"Benchmark · {report.headline()}"
         assert resolved["range"]["start"]["line"] == def_line
+        hints = await harness.request(
+            lsp.TEXT_DOCUMENT_INLAY_HINT,
+            {
+                "textDocument": {"uri": uri},
+                "range": {
+                    "start": {"line": 0, "character": 0},
+                    "end": {"line": 40, "character": 0},
+                },
+            },
+        )
+        assert [(h["position"]["line"], h["label"].strip()) for h in hints] == [
+            (def_line, report.headline())
+        ]
     finally:
         await harness.close()

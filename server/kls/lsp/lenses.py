@@ -12,7 +12,13 @@ from kls.lsp.bench import BenchView, bench_view
 from kls.lsp.convert import end_of_line_hint, to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
 from kls.lsp.state import KlsServer
-from kls.lsp.tune import resolve_tune_lens, signature_ranges, tune_inlay_hints, tune_view
+from kls.lsp.tune import (
+    DEF_KERNEL,
+    resolve_tune_lens,
+    signature_ranges,
+    tune_inlay_hints,
+    tune_view,
+)
 from kls.template.model import TemplateModel
 
 
@@ -47,7 +53,8 @@ def resolve_benchmark_lens(lens: lsp.CodeLens, bench: BenchView | None) -> lsp.C
 def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.InlayHint]:
     if view is None or not view.report.ok:
         return []
-    lines = [call.range.end.line for call in model.calls_to("kernel", "def_kernel")]
+    calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(DEF_KERNEL)  # Triton's
+    lines = [call.range.end.line for call in calls]
     return [end_of_line_hint(n, model.index.line_text(n), view.title()) for n in lines]
 
 
@@ -78,7 +85,8 @@ async def on_inlay_hints(ls: KlsServer, params: lsp.InlayHintParams) -> list[lsp
     if uri not in ls.docs or python_documents.handles(ls, uri):
         return []
     if triton.is_triton(ls, uri):  # the last Triton compile's registers, shared memory
-        return await triton.inlay_hints(ls, uri)
+        compiled = await triton.inlay_hints(ls, uri)
+        return compiled + bench_inlay_hints(await ls.model(uri), bench_view(ls, uri))
     model = await ls.model(uri)
     return bench_inlay_hints(model, bench_view(ls, uri)) + tune_inlay_hints(
         model, tune_view(ls, uri)
