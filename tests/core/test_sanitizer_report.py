@@ -115,6 +115,26 @@ def test_memcheck_errors_with_kernel_pc_file_and_line() -> None:
     ]
 
 
+def test_device_frames_of_inlined_code() -> None:
+    """The PC's line in triton's own language file (a helper inlined into the kernel), the
+    kernel's line in a device frame under it; both frame layouts."""
+    inlined = (
+        "========= Invalid __global__ read of size 4 bytes\n"
+        "=========     at triton_mm+0x2200 in /venv/triton/language/standard.py:40\n"
+        "=========     by thread (1,0,0) in block (0,0,0)\n"
+        f"=========     Device Frame: triton_mm+0x2200 in {MODULE}:66\n"
+        "=========     Device Frame:/tmp/old/triton_mm.py:70:triton_mm (triton_mm : 0x2200)\n"
+    )
+    [access] = parse_report(inlined, "memcheck")
+    assert access.location == Location(
+        "triton_mm", "0x2200", "/venv/triton/language/standard.py", 40
+    )
+    assert access.frames == (
+        Location("triton_mm", "0x2200", MODULE, 66),
+        Location("triton_mm", "", "/tmp/old/triton_mm.py", 70),
+    )
+
+
 def test_older_layout_and_no_line_info() -> None:
     found = parse_report(OLD_LAYOUT, "memcheck")
     assert found[0].location == Location("scale_kernel", "0x00000c40", "/work/proj/kernel.py", 12)
@@ -203,6 +223,17 @@ def test_an_access_lands_on_the_template_line_that_made_it(tmp_path: Path) -> No
     assert "thread (3,0,0) in block (1,0,0): Address 0x7f0000000000 is out of bounds" in (
         read.message
     )
+    # The PC in an inlined helper's file, the kernel's line in a device frame: that line.
+    inlined = (
+        "========= Invalid __global__ read of size 2 bytes\n"
+        "=========     at triton_mm+0x1c40 in /venv/triton/language/standard.py:40\n"
+        f"=========     Device Frame: triton_mm+0x1c40 in {module_file}:{load_b + 1}\n"
+    )
+    [via_frame] = [
+        access_finding(a, module_file, rendered, spec) for a in parse_report(inlined, "memcheck")
+    ]
+    assert via_frame.range.start.line == read.range.start.line
+    assert f"triton_mm.py line {load_b + 1}" in via_frame.message
     # A location without line info, or in a file the render did not read: the declaration.
     place, exact = place_of(Location("triton_mm", "0x10"), module_file, rendered, spec)
     assert not exact and "def_kernel" in template[place.line]

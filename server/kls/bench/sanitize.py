@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -188,6 +188,15 @@ def access_finding(
     instance: InstanceSpec,
 ) -> Finding:
     place, exact = place_of(access.location, module_file, rendered, instance)
+    for frame in access.frames if not exact else ():  # the kernel's own line, inlined into
+        found, on_line = place_of(frame, module_file, rendered, instance)
+        if on_line:
+            kernel, pc = (
+                (access.location.kernel, access.location.pc) if access.location else ("", "")
+            )
+            access = replace(access, location=Location(kernel, pc, frame.file, frame.line))
+            place, exact = found, True
+            break
     rng = line_range(_model(place.path), place.line) if place.line >= 0 else Range.of_line(0)
     return Finding(
         CODES.get(access.tool, "KT720"),

@@ -25,6 +25,7 @@ _RACE = re.compile(
 )
 _RACE_SECOND = re.compile(r"^and (?P<second>\w+) access (?P<at>at .+)$")
 _HAZARD = re.compile(r"^(?P<level>ERROR|WARNING|WARN)\S*: Potential (?P<kind>\w+) hazard")
+_FRAME = re.compile(r"^Device Frame:\s*(?P<rest>.+)$")
 _HOST_ERROR = re.compile(r"^Program hit (?P<error>.+)$")
 _SUMMARY = re.compile(r"^(?:ERROR|RACECHECK|LEAK) SUMMARY: .+$")
 _MEMCHECK_ERRORS = (
@@ -60,6 +61,9 @@ class Access:
     thread: str = ""  # "(32,0,0) in block (3,0,0)": the first one reported
     detail: str = ""  # "Address 0x7f00 is out of bounds", "4096 hazards", the API error
     count: int = 1  # reports merged into this one
+    # The device frames under the access (code inlined into the kernel): the access's PC may
+    # name the inlined function's file (triton's language), a frame the kernel's own line.
+    frames: tuple[Location, ...] = ()
 
 
 def strip_prefix(line: str) -> str:
@@ -119,7 +123,10 @@ def _memcheck(block: list[str], tool: str) -> Access | None:
         return Access(tool, "the program hit a CUDA error", None, detail=host.group("error"))
     if not head.startswith(_MEMCHECK_ERRORS):
         return None
-    where = next((loc for line in block[1:] if (loc := location(line)) is not None), None)
+    where = next(
+        (loc for line in block[1:] if not _FRAME.match(line) and (loc := location(line))), None
+    )
+    frames = tuple(loc for line in block[1:] if (loc := frame_location(line)) is not None)
     thread = next((m for line in block[1:] if (m := _THREAD.search(line))), None)
     details = [m.group(0) for line in block[1:] if (m := _ADDRESS.match(line))]
     details += [line for line in block[1:] if line.startswith("and is ")]
@@ -129,6 +136,24 @@ def _memcheck(block: list[str], tool: str) -> Access | None:
         where,
         thread=f"{thread.group('thread')} in block {thread.group('block')}" if thread else "",
         detail=" ".join(details),
+        frames=frames,
+    )
+
+
+def frame_location(line: str) -> Location | None:
+    """A `Device Frame:` line: `kernel+0x1a0 in file.py:62` (current) or
+    `file.py:62:function (function : 0x1a0)` (older)."""
+    found = _FRAME.match(line)
+    if found is None:
+        return None
+    rest = found.group("rest").strip()
+    if " in " in rest:
+        return location(f"at {rest}")
+    source = _FILE_LINE.match(rest.split(" (", 1)[0])
+    if source is None:
+        return None
+    return Location(
+        source.group("function") or "", "", source.group("file"), int(source.group("line"))
     )
 
 
