@@ -115,7 +115,7 @@ def test_vocabularies_are_the_pipelines() -> None:
 
     # Profile names are the registry's: both sides keep a plain string, no hand-kept union.
     assert protocol.Profile is str and "export type Profile = string;" in TS_PROTOCOL
-    assert names() == ("inductor-2023", "torch-2.11", "triton")
+    assert names() == ("inductor-2023", "torch-2.11", "torch-2.11-streamk", "triton")
     assert get_args(protocol.InstanceKind) == KINDS
     assert get_args(protocol.Reference) == REFERENCES
 
