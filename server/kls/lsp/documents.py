@@ -16,6 +16,7 @@ import asyncio
 import gc
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lsprotocol import types as lsp
 
@@ -73,7 +74,9 @@ def check_document(
             # thread; the worker renders while this thread parses the template and runs the
             # static checks.
             for spec in instances.depends_on(template.path):
-                if spec.name in only:
+                # (not a torch-rendered one: its render is the torch worker's, which a render
+                # sandbox's memory limit would not let start)
+                if spec.name in only and not _renders_in_torch(spec):
                     cache.started[spec.name] = start_isolated(spec, cache.overrides)
         try:
             result = check_file(
@@ -121,9 +124,15 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
         if active is not None and len(ls.instances_of(path)) > 1:
             phases = [{active.name}, None]
         if active is not None and renders_slowly(ls, active):
-            static = await _static_first(ls, uri, generation, instances, active.name)
-            if static is None:
-                continue  # superseded meanwhile (or closed: the loop's test ends it)
+            if not await _static_then_render(ls, uri, instances, active.name):
+                return  # closed, or the check failed (reported)
+            state = ls.docs.get(uri)
+            if state is None or len(phases) == 1 or state.result_complete:
+                return
+            generation = state.generation
+            if not await _quiet(ls, uri, generation):
+                continue  # edits keep coming: the static layer and the render first again
+            phases = [None]  # the other instances, now that edits pause
         for only in phases:
             if only is None and len(phases) > 1 and not await _quiet(ls, uri, generation):
                 break  # edits keep coming: the interactive phase comes first again
@@ -153,14 +162,69 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
             return
 
 
+def _renders_in_torch(spec: InstanceSpec) -> bool:
+    """Whether Inductor renders the instance, in the torch worker (a Triton template)."""
+    try:
+        return profile(spec.profile).language == "python"
+    except KeyError:
+        return False
+
+
 def renders_slowly(ls: KlsServer, spec: InstanceSpec) -> bool:
     """Whether the instance's render runs torch (a Triton template in a trusted workspace):
     hundreds of milliseconds, so its static checks are published before it."""
-    try:
-        torch_rendered = profile(spec.profile).language == "python"
-    except KeyError:
-        return False
-    return torch_rendered and ls.settings_known and ls.settings.workspace_trusted
+    return _renders_in_torch(spec) and ls.settings_known and ls.settings.workspace_trusted
+
+
+async def _static_then_render(
+    ls: KlsServer, uri: str, instances: InstanceSet | None, active: str
+) -> bool:
+    """For a torch-rendered instance: the static layer of each new text at once, and one
+    render at a time of the active instance, which a newer edit does not wait for (its static
+    layer is published while the render goes on; a render of an older text is then followed
+    by one of the newest). True once the current text's render is stored."""
+    render: asyncio.Future[CheckResult] | None = None
+    rendered_generation = published = -1
+    while (state := ls.docs.get(uri)) is not None:
+        generation = state.generation
+        state.changed.clear()
+        if published != generation:
+            if await _static_first(ls, uri, generation, instances, active) is None:
+                continue  # an edit meanwhile
+            published = generation
+        if render is None:
+            rendered_generation = generation
+            render = asyncio.ensure_future(
+                off_loop(
+                    check_document,
+                    ls,
+                    uri,
+                    templates_of(ls, uri),
+                    ls.overrides(),
+                    instances,
+                    {active},
+                    generation,
+                )
+            )
+        changed = asyncio.ensure_future(state.changed.wait())
+        waiting: list[asyncio.Future[Any]] = [render, changed]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        changed.cancel()
+        if not render.done():
+            continue  # a newer edit: its static layer now, while the render goes on
+        try:
+            result = render.result()
+        except Exception as exc:
+            ls.report_failure("check", exc)
+            return False
+        render = None
+        state = ls.docs.get(uri)
+        if state is not None and state.generation == rendered_generation:
+            _store(ls, uri, state, result, complete=len(ls.instances_of(ls.path(uri))) <= 1)
+            return True
+    if render is not None:
+        render.cancel()
+    return False
 
 
 async def _static_first(
