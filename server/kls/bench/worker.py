@@ -20,7 +20,8 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob, Timing
-from kls.bench.launch import Prepared, StageError
+from kls.bench.launch import Prepared
+from kls.bench.launch import StageError as StageError  # where the tune worker imports it from
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64, uniform_storage
 from kls.bench.reference import (
     NAMED_REFERENCES,
