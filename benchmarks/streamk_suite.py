@@ -24,7 +24,7 @@ Measurements: phase A 12 ops x 12 shapes (+ 12 cuBLAS), phase B at most 3 bucket
 flushed and warm.
 
     PYTHONPATH=server python3 benchmarks/streamk_suite.py --out streamk.json \\
-        [--libs templates/.kls/tune/sm90_streamk_bf16/libs] [--budget-s 330]
+        [--libs templates/.kls/tune/sm90_streamk_bf16/libs] [--budget-s 300]
 
 --libs: libraries built elsewhere (`kls tune ... --build-only` keeps them as <unit>.so);
 an op missing there is built here with kls compile (nvcc).
@@ -295,7 +295,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--libs", type=Path, help="a folder of <unit>.so built elsewhere")
     parser.add_argument(
-        "--budget-s", type=float, default=330.0, help="phase B starts no setting after this"
+        "--budget-s", type=float, default=300.0, help="phase B starts no setting after this"
     )
     parser.add_argument("--ops-per-bucket", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=12, help="parallel nvcc builds, if any")
