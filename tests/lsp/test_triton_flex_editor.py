@@ -1,0 +1,56 @@
+"""A flex attention template in the editor: an unsaved edit to one of its parts (here
+common.py.jinja, which the instance does not name) re-renders the instance, and the rendered
+module's Python error is a diagnostic on that part's line. Needs torch 2.11 and the torch
+source (skips without them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.lsp.harness import Harness
+from tests.upstream import needs_torch, needs_torch_source, require_torch_source
+
+PARTS = ("flex_attention", "utilities", "common")
+CONFIG = """[instances.flex_causal]
+profile = "triton"
+template = "flex_attention.py.jinja"
+mask_mod = "mods.py:causal"
+tensors.q = { shape = [2, 8, 1024, 64], dtype = "bf16" }
+tensors.k = { shape = [2, 8, 1024, 64], dtype = "bf16" }
+tensors.v = { shape = [2, 8, 1024, 64], dtype = "bf16" }
+num_warps = 4
+num_stages = 2
+vars = { BLOCK_M = 64, BLOCK_N = 64 }
+"""
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+async def test_an_unsaved_edit_to_a_part_is_diagnosed_on_its_line(tmp_path: Path) -> None:
+    folder = require_torch_source().package / "_inductor/kernel/flex/templates"
+    for name in PARTS:  # a copy made here, never stored
+        text = (folder / f"{name}.py.jinja").read_text(encoding="utf-8")
+        (tmp_path / f"{name}.py.jinja").write_text(text, encoding="utf-8")
+    (tmp_path / "mods.py").write_text(
+        "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+    )
+    (tmp_path / "kls.toml").write_text(CONFIG)
+    common = tmp_path / "common.py.jinja"
+    edited = common.read_text().replace("def forward_inner(", "def forward_inner(:", 1)
+    line = edited.split("\n").index(next(t for t in edited.split("\n") if "forward_inner(:" in t))
+    harness = Harness()
+    harness.settings = {"workspaceTrusted": True, "compileOnSave": False}
+    await harness.initialize()
+    try:
+        uri = harness.open(common.as_uri(), edited, language_id="python-jinja")
+        found = await harness.wait_diagnostics(
+            uri, where=lambda ds: any(d.get("code") == "KT851" for d in ds), timeout=240
+        )
+        [syntax] = [d for d in found if d.get("code") == "KT851"]
+        assert syntax["range"]["start"]["line"] == line
+        assert "flex_causal" in syntax["message"] or "flex_causal" in str(syntax.get("data", ""))
+    finally:
+        await harness.close()
