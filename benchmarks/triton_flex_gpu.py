@@ -8,9 +8,10 @@ decode bf16, one query against 4096 keys):
    sandbox in place of Inductor's Jinja environment).
 2. **Inductor's text** (`gpu`): `torch.compile(flex_attention)` on real tensors of the
    instance's shapes, the instance's mask_mod/score_mod, and the same kernel_options (its
-   vars, num_warps, num_stages, BACKEND), Inductor's caches off; `TritonTemplate.generate` is
-   hooked to keep the module (`choice.bmreq.module_path`) of every choice generated for the
-   template. The config is pinned, so every choice is one text (checked).
+   vars, num_warps, num_stages, BACKEND); `TritonTemplate.generate` is hooked to keep the
+   module (`choice.bmreq.module_path`) of every choice generated for the template
+   (Inductor's caches start empty, so it lowers). The config is pinned, so every choice is
+   one text (counted).
    (`cpu`): the same lowering as kls's worker but with Inductor's own Jinja environment and
    template text, in this process: the sandbox's equivalence, checked without a GPU.
 3. The texts are compared after normalising only what Inductor generates per process (the
@@ -36,6 +37,7 @@ import contextlib
 import copy
 import hashlib
 import json
+import os
 import re
 import sys
 import tempfile
@@ -315,14 +317,13 @@ def sdpa(torch: Any, backend: Any, q: Any, k: Any, v: Any, causal: bool) -> Call
 
 
 def run_gpu_case(torch: Any, case: Case, max_autotune: bool) -> dict[str, Any]:
-    from torch._inductor import config
     from torch.nn.attention import SDPBackend
 
     q, k, v, block = inputs(torch, case)
     score = _mod(case.score_mod)
     kls, render_s = kls_text(case)
-    torch._dynamo.reset()
-    with config.patch(force_disable_caches=True), generated(case.op) as seen:
+    torch._dynamo.reset()  # Inductor's on-disk caches are new and empty (main): it lowers
+    with generated(case.op) as seen:
         pinned = compiled_flex(torch, case.kernel_options)
         pinned(q, k, v, block, score)
         torch.cuda.synchronize()
@@ -378,6 +379,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--case", action="append", help="an instance of templates/kls.toml")
     parser.add_argument("--max-autotune", action="store_true", help="also time max-autotune")
     args = parser.parse_args(argv)
+    # Inductor's caches start empty, so torch.compile lowers (and generates) every time; its
+    # force_disable_caches would be printed into the module's inductor_meta, unlike kls's.
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="kls-flex-inductor-")
     default = CPU_CASES if args.mode == "cpu" else CASES
     cases = load_cases(names=tuple(args.case) if args.case else default)
     result = run_cpu(cases) if args.mode == "cpu" else run_gpu(cases, args.max_autotune)
