@@ -179,10 +179,11 @@ def renders_slowly(ls: KlsServer, spec: InstanceSpec) -> bool:
 async def _static_then_render(
     ls: KlsServer, uri: str, instances: InstanceSet | None, active: str
 ) -> bool:
-    """For a torch-rendered instance: the static layer of each new text at once, and one
-    render at a time of the active instance, which a newer edit does not wait for (its static
-    layer is published while the render goes on; a render of an older text is then followed
-    by one of the newest). True once the current text's render is stored."""
+    """For a torch-rendered instance: the static layer of each new text at once, and, once
+    edits pause for IDLE_BEFORE_FULL_CHECK_S, one render at a time of the active instance,
+    which a newer edit does not wait for (its static layer is published while the render
+    goes on; a render of an older text is then followed by one of the newest). True once the
+    current text's render is stored."""
     render: asyncio.Future[CheckResult] | None = None
     rendered_generation = published = -1
     while (state := ls.docs.get(uri)) is not None:
@@ -193,6 +194,8 @@ async def _static_then_render(
                 continue  # an edit meanwhile
             published = generation
         if render is None:
+            if not await _quiet(ls, uri, generation):
+                continue  # still typing: no torch render of a text about to change
             rendered_generation = generation
             render = asyncio.ensure_future(
                 off_loop(
