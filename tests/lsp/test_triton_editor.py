@@ -231,3 +231,45 @@ async def test_the_static_layer_is_published_before_the_torch_render(tmp_path: P
         assert [p.get("version") for p in harness.published[since:]].count(2) == 2
     finally:
         await harness.close()
+
+
+@needs_torch
+@pytest.mark.slow
+async def test_typing_renders_only_the_text_edits_paused_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keystrokes closer than the pause each get their static layer; the torch render runs
+    for the text the typing stopped at, not for each keystroke's."""
+    from kls.lsp import documents
+
+    checked: list[tuple[bool, str]] = []
+    check = documents.check_document
+
+    def recording(ls: Any, uri: str, templates: Any, *args: Any) -> Any:
+        render = args[4] if len(args) > 4 else True
+        checked.append((render, templates[0].text))
+        return check(ls, uri, templates, *args)
+
+    monkeypatch.setattr(documents, "check_document", recording)
+    harness = Harness()
+    harness.settings = {"workspaceTrusted": True, "compileOnSave": False}
+    await harness.initialize()
+    try:
+        template, text = _project(tmp_path)
+        uri = harness.open(template.as_uri(), text, language_id="python-jinja")
+        await harness.wait_diagnostics(uri, 1)
+        typed = text
+        for version in range(2, 8):  # one keystroke each, faster than the pause
+            typed = typed.replace("scaled = x * SCALE", "scaled = x * SCALE ", 1)
+            since = len(harness.published)
+            harness.change(uri, version, typed)
+            await harness.wait_diagnostics(uri, version, since=since)  # its static layer
+        await harness.wait_diagnostics(
+            uri, 7, since=len(harness.published), where=lambda ds: True, timeout=60
+        )
+        rendered = [t for render, t in checked if render]
+        assert rendered[-1] == typed
+        assert len(rendered) <= 2  # the opened text's (maybe) and the last one's
+        assert len([t for render, t in checked if not render]) >= 6
+    finally:
+        await harness.close()
