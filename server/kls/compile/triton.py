@@ -31,9 +31,10 @@ _AT = re.compile(r"^at (\d+):(\d+):", re.M)
 
 
 def compile_triton(
-    instance: InstanceSpec, overrides: dict[Path, str] | None = None
+    instance: InstanceSpec, overrides: dict[Path, str] | None = None, sass: bool = False
 ) -> tuple[bool, list[Finding], RenderResult, dict[str, Any], bool]:
-    """(ok, findings, the render, Triton's figures, cached)."""
+    """(ok, findings, the render, Triton's figures, cached); with `sass`, the cubin's SASS
+    listing too (nvdisasm: about 0.4 s, so only for the editor's SASS view)."""
     rendered = render_isolated(instance, overrides)
     if not rendered.ok or rendered.text is None:
         return (
@@ -49,7 +50,7 @@ def compile_triton(
         "cc": int(instance.device.get("cc", 90)),
         "num_warps": instance.num_warps,
         "num_stages": instance.num_stages,
-        "sass": True,  # the listing the editor's PTX / SASS view shows
+        "sass": sass,
     }
     key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:32]
     path = cache_dir("triton-compile") / f"{key}.json"

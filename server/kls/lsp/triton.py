@@ -323,12 +323,20 @@ def remember_compile(ls: KlsServer, spec: InstanceSpec, result: CompileResult) -
     to redraw its hints."""
     if result.triton is None or result.triton.get("error"):
         return
-    key = (str(spec.template.resolve()), spec.name)
-    _COMPILES.setdefault(ls, {})[key] = TritonCompile(spec, result.triton, result.rendered)
+    keep_compile(ls, spec, result.triton, result.rendered)
+
+
+def keep_compile(
+    ls: KlsServer, spec: InstanceSpec, figures: dict[str, Any], rendered: RenderResult | None
+) -> TritonCompile:
+    """Keep Triton's figures of `spec` as its last compile; redraw the client's hints."""
+    compiled = TritonCompile(spec, figures, rendered)
+    _COMPILES.setdefault(ls, {})[(str(spec.template.resolve()), spec.name)] = compiled
     workspace = ls.client_capabilities.workspace
     hints = workspace.inlay_hint if workspace else None
     if hints is not None and hints.refresh_support:
         ls.workspace_inlay_hint_refresh(None)
+    return compiled
 
 
 def last_compile(ls: KlsServer, path: Path, instance: str) -> TritonCompile | None:
