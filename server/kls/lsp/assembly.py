@@ -3,9 +3,9 @@
 `kls.assembly [uri, kind?, line?]` compiles the active instance with Triton (the editor's
 compile: cached by content, so after a save it costs a cache read) and answers the PTX or the
 SASS (nvdisasm's listing of the cubin, made in the torch worker only when the SASS is asked
-for: it takes about 0.4 s) with the listing lines of one
-line: a template line when `uri` is the template, a module line when it is the preview
-(`kls-preview:...py`). The listing is also a virtual document,
+for: it takes about 0.4 s) with the listing lines of one line: a template line when `uri` is
+the template, a module line when it is the preview (`kls-preview:...py`). The listing is also
+a virtual document,
 `kls-preview:/abs/t.py.jinja.ptx?instance=NAME` (or `.sass`), served through
 `workspace/textDocumentContent` like the preview.
 """
