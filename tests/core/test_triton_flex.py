@@ -365,3 +365,24 @@ def test_the_gpu_comparison_launches_kls_module_with_inductors_request(tmp_path:
     )
     assert swapped.kernel_name == "triton_flex_attention" and Request.kernel_name == "triton_x"
     assert Path(swapped.module_path).read_text().startswith("@triton.jit")
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+def test_a_compile_error_in_a_helper_lands_on_its_part(tmp_path: Path) -> None:
+    """Triton's compile fails inside forward_inner (common.py.jinja), a jit function of its own
+    called from the kernel: the finding is on that statement's line of common.py.jinja with
+    Triton's reason, not on the kernel's call of forward_inner."""
+    from kls.compile import CompileOptions, compile_instance
+
+    anchor = "    RCP_LN2: tl.constexpr = 1.44269504\n"
+    planted = anchor + "    bogus = tl.no_such_function(1)\n"
+    _copy_parts(tmp_path, "flex_attention", ("common", anchor, planted))
+    config = _project(tmp_path, "flex_attention", True, "flex_attention.py.jinja")
+    result = compile_instance(load_instances(config).instances["flex_attention"], CompileOptions())
+    [failed] = [f for f in result.findings if f.code == "KT861"]
+    common = (tmp_path / "common.py.jinja").read_text().split("\n")
+    assert Path(failed.path).name == "common.py.jinja"
+    assert common[failed.range.start.line] == "    bogus = tl.no_such_function(1)"
+    assert "no_such_function" in failed.message

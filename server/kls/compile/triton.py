@@ -51,6 +51,7 @@ def compile_triton(
         "num_warps": instance.num_warps,
         "num_stages": instance.num_stages,
         "sass": sass,
+        "error_line": "innermost",  # answers that place an error by its own jit function
     }
     key = hashlib.sha256(json.dumps(request, sort_keys=True).encode()).hexdigest()[:32]
     path = cache_dir("triton-compile") / f"{key}.json"
@@ -76,7 +77,8 @@ def _judge(
     error = answer.get("error")
     if error:
         message = str(error.get("message", ""))
-        line = _module_line(message, answer)
+        line = error.get("module_line")  # the worker's, from the innermost error's function
+        line = line if isinstance(line, int) else _module_line(message, answer)
         first = message.strip().split("\n")[-1][:300]
         code = "KT104" if error.get("kind") in ("limit", "crash") else "KT861"
         text = (

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kls.profiles.triton.generate_args import inductor_arguments
+from kls.profiles.triton.jit_error import innermost_compile_error, module_line
 from kls.profiles.triton.lowering import inductor_configs, lowered_choice
 
 _OUT = sys.stdout
@@ -403,13 +404,19 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
             return render_flex(renderer.torch, renderer.env, req)
         return renderer.render(req)
     except Exception as exc:
-        message = str(exc) or type(exc).__name__
+        shown: BaseException = exc
+        where = None
+        if req.get("kind") == "compile":  # the failing statement, in its own jit function
+            shown = innermost_compile_error(exc)
+            where = module_line(shown, str(req.get("module", "")))
+        message = str(shown) or type(shown).__name__
         return {
             "error": {
-                "kind": type(exc).__name__,
+                "kind": type(shown).__name__,
                 "message": message,
                 "line": _template_line(exc),
                 "function": _inductor_function(exc),
+                "module_line": where,
                 "trace": "".join(traceback.format_exception(exc))[-4000:],
             }
         }
