@@ -40,7 +40,10 @@ def kls_side(torch: Any, spec: Any, inputs: list[Any], out: Any) -> Any:
     choice, _pin = inductor_module(torch, spec, inputs)
     found = template_kernel(rendered.text)
     kernel = found[0] if found else choice.bmreq.kernel_name
-    return launcher(choice, rendered.text, kernel, inputs, out)
+    text = rendered.text
+    # Made at each call: Inductor's run function takes the stream current when it is made,
+    # and inside a graph capture that is the capture's stream.
+    return lambda: launcher(choice, text, kernel, inputs, out)()
 
 
 def inductor_side(torch: Any, op: Any, inputs: list[Any]) -> tuple[Any, str]:
