@@ -150,6 +150,33 @@ def test_triton_mm_renders_through_inductor_and_checks_clean(tmp_path: Path) -> 
 
 @needs_torch
 @needs_torch_source
+def test_an_output_layout_inductor_does_not_make_is_a_warning_and_bench_follows_it(
+    tmp_path: Path,
+) -> None:
+    """Inductor's mm writes its output contiguous, whatever kls.toml declares: kls says so
+    (KT813) and times the layout the module writes."""
+    from kls.bench.run import BenchOptions, make_module_job
+    from kls.profiles import profile
+
+    config = _mm_project(tmp_path)
+    padded = 'tensors.out = { shape = [256, 128], dtype = "bf16", stride = [1024, 1] }\n'
+    config.write_text(
+        config.read_text().replace('tensors.out = { shape = [256, 128], dtype = "bf16" }\n', padded)
+    )
+    spec = load_instances(config).instances["mm"]
+    result: RenderResult = render_isolated(spec)
+    assert result.text is not None
+    [warning] = [f for f in result.findings if f.code == "KT813"]
+    assert "(128, 1)" in warning.message and "(1024, 1)" in warning.message
+    launch = profile(spec.profile).bench_launch(spec, result)
+    assert launch is not None
+    job = make_module_job(spec, result, launch, BenchOptions())
+    out = job.tensors["out"]
+    assert out is not None and out.is_output and out.stride == [128, 1]
+
+
+@needs_torch
+@needs_torch_source
 def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
     from tests.upstream import require_torch_source
 

@@ -90,18 +90,21 @@ def make_module_job(
     """The worker's job for a rendered module it launches itself (the triton profile): the
     tensors in the kernel's argument order, the last one the output."""
     order = [str(n) for n in launch.get("tensors", [])]
+    output = order[-1] if order else None
+    written = launch.get("output_stride")  # the layout the module writes (Inductor's)
     tensors: dict[str, TensorJob | None] = {}
     for name, spec in instance.tensors.items():
+        stride = list(written) if name == output and isinstance(written, list) else None
         tensors[name] = (
             None
             if spec is None
             else TensorJob(
                 name,
                 list(spec.shape),
-                list(spec.stride),
+                stride or list(spec.stride),
                 spec.dtype.name,
                 spec.offset,
-                is_output=bool(order) and name == order[-1],
+                is_output=name == output,
             )
         )
     prof = profile(instance.profile)

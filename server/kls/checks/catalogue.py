@@ -154,6 +154,12 @@ RULES: dict[str, Rule] = {
             _E,
             "a flex instance's score_mod/mask_mod cannot be imported or is not a function",
         ),
+        Rule(
+            "KT813",
+            "triton-output-layout",
+            _W,
+            "Inductor's lowering gives the output another layout than kls.toml declares",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT860",

@@ -58,6 +58,26 @@ def _tensor(spec: TensorSpec, name: str) -> dict[str, Any]:
     }
 
 
+def _layout_findings(instance: InstanceSpec, stride: Any) -> list[RuntimeFinding]:
+    """A warning where Inductor's lowering gave the output another layout than kls.toml
+    declares (Inductor's mm makes its output contiguous, whatever an out= would ask): the
+    module writes Inductor's layout, and the benchmark follows it."""
+    out = output_name(instance)
+    spec = instance.tensors.get(out) if out is not None else None
+    if spec is None or not isinstance(stride, list) or list(spec.stride) == stride:
+        return []
+    return [
+        RuntimeFinding(
+            "KT813",
+            Severity.WARNING,
+            f"Inductor's lowering writes {out} with stride {tuple(stride)}; kls.toml declares "
+            f"stride {tuple(spec.stride)}. The module (and kls bench) use Inductor's layout: "
+            f"declare {out} with stride = {list(stride)} to say what runs",
+            Site(str(instance.config_path), instance.line),
+        )
+    ]
+
+
 class Triton(Profile):
     language = "python"
 
@@ -131,6 +151,7 @@ class Triton(Profile):
             return result
         module = str(answer.get("module", ""))
         result.text = module
+        result.findings.extend(_layout_findings(instance, answer.get("output_stride")))
         launch = answer.get("launch")
         result.launch = launch if isinstance(launch, dict) else None
         result.source_map = SourceMap(

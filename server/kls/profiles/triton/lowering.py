@@ -179,17 +179,32 @@ def inductor_configs(
     return list(unique.values())
 
 
-def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any]) -> Any:
+def _padded(layout: Any) -> bool:
+    """Whether `layout`'s strides are not the contiguous ones for its size."""
+    if layout is None:
+        return False
+    expected, step = [], 1
+    for size in reversed([int(n) for n in layout.size]):
+        expected.append(step)
+        step *= max(size, 1)
+    return [int(s) for s in layout.stride] != expected[::-1]
+
+
+def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any], layout: Any = None) -> Any:
     """The choice Inductor's lowering generates for `template` over `nodes` with the
-    instance's config, or None where kls knows no lowering for it or the lowering never asked
-    for it. Runs inside the caller's graph handler. An error raised while the template itself
-    renders is the template's and propagates."""
+    instance's config and output `layout` (the lowering's `layout=`, as for an `out=` call:
+    without it Inductor makes the output contiguous, whatever kls.toml declares), or None
+    where kls knows no lowering for it or the lowering never asked for it. Runs inside the
+    caller's graph handler. An error raised while the template itself renders is the
+    template's and propagates."""
     from torch._inductor import config
 
     lowering = LOWERINGS.get(template.name)
     if lowering is None:
         return None
-    keywords: dict[str, Any] = {}
+    # Only a layout Inductor would not make itself is passed: some registered lowerings
+    # (bmm's) take no layout through their type-promotion wrapper, and fall back below.
+    keywords: dict[str, Any] = {"layout": layout} if _padded(layout) else {}
     if lowering.out_dtype and req.get("output"):
         import torch
 

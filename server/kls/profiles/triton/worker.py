@@ -209,7 +209,7 @@ class Renderer:
                 device, getattr(torch, out["dtype"]), out["shape"], out["stride"]
             )
             req = dict(req, vars=inductor_arguments(req.get("vars", {}), nodes, device))
-            choice = lowered_choice(template, nodes, req) or template.generate(
+            choice = lowered_choice(template, nodes, req, layout) or template.generate(
                 input_nodes=tuple(nodes),
                 layout=layout,
                 num_stages=int(req["num_stages"]),
@@ -222,8 +222,10 @@ class Renderer:
             return {
                 "module": f.read(),
                 "kernel_name": getattr(choice.bmreq, "kernel_name", ""),
+                "output_stride": [int(n) for n in choice.layout.stride],
                 "launch": {
                     **launch_of(template.name, choice.bmreq),
+                    "output_stride": [int(n) for n in choice.layout.stride],
                     # The file is Inductor's own template (not a project's that borrows its
                     # launch): what it computes is known (mm: a matmul).
                     "inductor_text": self.by_hash.get(req.get("disk_sha256", "")) is not None,
