@@ -28,6 +28,7 @@ from tests.upstream import needs_torch, needs_torch_source
 
 SHIPPED = TEMPLATES / "kls.toml"
 
+
 def _job(name: str) -> BenchJob:
     spec = load_instances(SHIPPED).instances[name]
     job, rendered, problem = prepare_job(spec, BenchOptions())
