@@ -180,3 +180,33 @@ async def test_an_untrusted_workspace_ignores_the_configs_torch_source(
     lsp_harness.configure(torchSource=str(tmp_path / "pytorch"), workspaceTrusted=False)
     await _wait_config(lsp_harness, config, want=True)
     lsp_harness.configure()
+
+
+async def test_the_torch_python_setting_is_a_trusted_workspaces_only(lsp_harness: Harness) -> None:
+    """kls.torchPython names the Python of the torch worker; an untrusted workspace's settings
+    name no program to run."""
+    import os
+    import sys
+
+    from kls.profiles.triton.client import torch_python
+
+    async def settle(trusted: bool) -> None:
+        for _ in range(200):
+            settings = lsp_harness.server.settings
+            if settings.torch_python == "/opt/py/bin/python3" and (
+                settings.workspace_trusted is trusted
+            ):
+                return
+            await asyncio.sleep(0.005)
+
+    try:
+        lsp_harness.configure(torchPython="/opt/py/bin/python3", workspaceTrusted=False)
+        await settle(False)
+        assert torch_python() != "/opt/py/bin/python3"
+        lsp_harness.configure(torchPython="/opt/py/bin/python3", workspaceTrusted=True)
+        await settle(True)
+        assert torch_python() == "/opt/py/bin/python3"
+    finally:
+        lsp_harness.configure()
+        await asyncio.sleep(0.02)
+    assert torch_python() in (sys.executable, os.environ.get("KLS_TORCH_PYTHON"))

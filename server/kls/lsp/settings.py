@@ -26,6 +26,7 @@ CLIENT_KEYS = {
     "render_timeout_s": "renderTimeout",
     "render_memory_mb": "renderMemoryMB",
     "torch_source": "torchSource",
+    "torch_python": "torchPython",
 }
 # What the extension adds that is no user setting: whether VS Code trusts the workspace.
 EXTENSION_KEYS = {"workspace_trusted": "workspaceTrusted"}
@@ -47,6 +48,9 @@ class Settings:
     clang_path: str | None = None  # the quick tier's clang; None: clang++-19, clang++ on PATH
     # Where Inductor's files are read from (kls.upstream), before KLS_TORCH_SOURCE.
     torch_source: str | None = None
+    # The Python that runs the torch worker (Inductor's render of Triton templates); used in a
+    # trusted workspace only (kls.profiles.triton.client.use_torch_python).
+    torch_python: str | None = None
     # False in a workspace the editor does not trust: kls.toml's [torch] source is ignored.
     workspace_trusted: bool = True
 
@@ -77,6 +81,7 @@ class Settings:
                 _number(raw.get("renderMemoryMB"), EDITOR_MEMORY_MB_RANGE) or DEFAULT_MEMORY_MB
             ),
             torch_source=text("torchSource"),
+            torch_python=text("torchPython"),
             workspace_trusted=trusted if isinstance(trusted, bool) else False,
         )
 

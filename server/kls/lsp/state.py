@@ -33,7 +33,7 @@ from kls.lsp.offload import off_loop
 from kls.lsp.protocol import CompileMode, DiagnosticSource
 from kls.lsp.protocol_guard import GuardedProtocol
 from kls.lsp.settings import Settings
-from kls.profiles.triton.client import allow_torch
+from kls.profiles.triton.client import allow_torch, use_torch_python
 from kls.render import RenderResult
 from kls.sandbox.workers import configure as configure_render_workers
 from kls.sandbox.workers import render_isolated
@@ -363,6 +363,8 @@ class KlsServer(LanguageServer):
         self.settings = settings
         configure_render_workers(settings.worker_limits())
         allow_torch(settings.workspace_trusted, NO_TORCH_UNTRUSTED)
+        # An untrusted workspace's settings name no program to run.
+        use_torch_python(settings.torch_python if settings.workspace_trusted else None)
         first = not self.settings_known
         self.settings_known = True
         self._settings_arrived.set()

@@ -21,6 +21,7 @@ export interface KlsSettings {
   renderTimeout?: number;
   renderMemoryMB?: number;
   torchSource?: string;
+  torchPython?: string;
   /** Not a user setting: whether VS Code trusts the workspace (the server then reads kls.toml's [torch] source). */
   workspaceTrusted?: boolean;
 }
@@ -37,6 +38,7 @@ const SERVER_KEYS: (keyof KlsSettings)[] = [
   "renderTimeout",
   "renderMemoryMB",
   "torchSource",
+  "torchPython",
 ];
 
 /** The render sandbox's defaults (kls.sandbox.workers): an untrusted workspace cannot raise them. */
@@ -65,6 +67,7 @@ export function effectiveSettings(raw: Record<string, unknown>, trusted: boolean
     delete out.extraRoots;
     delete out.instancesFile; // a kls.toml anywhere would make its folder the project root
     delete out.torchSource; // the workspace may not point kls at other files to read
+    delete out.torchPython; // nor name a program to run
     if (!atMost(out.renderTimeout, DEFAULT_RENDER_TIMEOUT_S)) {
       delete out.renderTimeout;
     }

@@ -32,8 +32,10 @@ describe("server command line and settings", () => {
       extraRoots: ["/etc"],
       instancesFile: "/elsewhere/kls.toml",
       torchSource: "/elsewhere/torch",
+      torchPython: "./evil-python",
       renderTimeout: 2,
     };
+    assert.equal(effectiveSettings(raw, true).torchPython, "./evil-python");
     assert.deepEqual(effectiveSettings(raw, false), {
       compileOnSave: false,
       renderTimeout: 2,

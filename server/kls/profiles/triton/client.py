@@ -40,8 +40,23 @@ def allow_torch(allowed: bool, why: str = "") -> None:
     _ALLOWED[0] = None if allowed else why
 
 
+# The Python the editor's settings name for the torch worker (kls.torchPython; a trusted
+# workspace's only), before KLS_TORCH_PYTHON and the Python running kls.
+_PYTHON: list[str | None] = [None]
+
+
+def use_torch_python(python: str | None) -> None:
+    """Run the torch worker with `python` (None: KLS_TORCH_PYTHON, else kls's own); a
+    running worker of another Python is stopped, the next render starts the new one."""
+    if python == _PYTHON[0]:
+        return
+    _PYTHON[0] = python
+    if _SHARED is not None:
+        _SHARED.stop()
+
+
 def torch_python() -> str:
-    return os.environ.get("KLS_TORCH_PYTHON") or sys.executable
+    return _PYTHON[0] or os.environ.get("KLS_TORCH_PYTHON") or sys.executable
 
 
 def _limit() -> None:
@@ -73,6 +88,16 @@ class TorchWorker:
                 self._remembered.popitem(last=False)
             return answer
 
+    def stop(self) -> None:
+        """Stop the worker and forget its answers and any failure to start (another Python
+        may have torch)."""
+        with self._lock:
+            if self._proc is not None:
+                self._kill(self._proc)
+            self._proc = None
+            self._unavailable = None
+            self._remembered.clear()
+
     def _started(self) -> subprocess.Popen[str]:
         if self._unavailable is not None:
             raise WorkerUnavailable(self._unavailable)
@@ -98,7 +123,8 @@ class TorchWorker:
             self._unavailable = (
                 f"torch is not importable by {torch_python()} ({ready.get('message', 'no answer')})"
                 ": Triton templates get their static checks only; install torch 2.11 there "
-                "(pip install torch==2.11.0) or set KLS_TORCH_PYTHON to a Python that has it"
+                "(pip install torch==2.11.0), or name a Python that has it: kls.torchPython in a "
+                "trusted workspace, or KLS_TORCH_PYTHON"
             )
             raise WorkerUnavailable(self._unavailable)
         self._proc = proc
