@@ -19,6 +19,7 @@ from kls.profiles.triton.client import torch_python
 from kls.profiles.triton.errors import finding_for
 from kls.render import RenderResult
 from kls.sandbox.workers import render_isolated
+from tests.conftest import TEMPLATES
 from tests.upstream import needs_torch, needs_torch_source
 
 # A template of kls's own shape (not Inductor's text): literal lines, spans, an expansion.
@@ -173,6 +174,37 @@ def test_an_output_layout_inductor_does_not_make_is_a_warning_and_bench_follows_
     job = make_module_job(spec, result, launch, BenchOptions())
     out = job.tensors["out"]
     assert out is not None and out.is_output and out.stride == [128, 1]
+
+
+@needs_torch
+@needs_torch_source
+def test_a_name_the_kernel_never_defines_is_found_at_its_template_line(tmp_path: Path) -> None:
+    """KT852: a typo in the Python of a copy of Inductor's mm (made here, never stored) is
+    found in the rendered module's jit function and reported at the template line; the
+    shipped instances have none."""
+    from tests.upstream import require_torch_source
+
+    text = (
+        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
+    ).read_text()
+    typo = "rm = pid_mm * BLOCK_M + tl.arange(0, BLOCK_M)"
+    planted = text.replace("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", typo, 1)
+    assert planted != text
+    (tmp_path / "mm.py.jinja").write_text(planted)
+    config = _mm_project(tmp_path, "mm.py.jinja")
+    config.write_text(
+        config.read_text().replace(
+            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
+        )
+    )
+    found = [f for f in check_paths([tmp_path]).findings if f.code == "KT852"]
+    assert len(found) == 1, [f.format_line() for f in found]
+    assert found[0].range.start.line == next(
+        i for i, line in enumerate(planted.split("\n")) if typo in line
+    )
+    assert "'pid_mm' is not defined" in found[0].message
+    shipped = check_paths([TEMPLATES])
+    assert [f.format_line() for f in shipped.findings if f.code == "KT852"] == []
 
 
 @needs_torch

@@ -162,6 +162,12 @@ RULES: dict[str, Rule] = {
         ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
+            "KT852",
+            "triton-module-name",
+            _E,
+            "a @triton.jit function of the rendered module reads a name nothing defines",
+        ),
+        Rule(
             "KT860",
             "triton-resources",
             Severity.INFO,
