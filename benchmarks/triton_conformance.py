@@ -256,16 +256,23 @@ def name_from_template(spec: Any) -> str:
     }[stem]
 
 
+def with_module(bmreq: Any, text: str, kernel: str | None = None) -> Any:
+    """Inductor's benchmark request with `text` as its module (kls's render in Inductor's
+    place; its kernel `kernel`, else the text's first function)."""
+    path = Path(tempfile.mkdtemp(prefix="kls-conf-")) / "module.py"
+    path.write_text(text)
+    swapped = copy.copy(bmreq)
+    swapped.module_path = str(path)
+    swapped.module_cache_key = hashlib.sha256(text.encode()).hexdigest()
+    found = re.search(r"^def (\w+)\(", text, re.M)
+    swapped.kernel_name = kernel or (found.group(1) if found else bmreq.kernel_name)
+    return swapped
+
+
 def launcher(choice: Any, text: str, kernel: str, inputs: list[Any], out: Any) -> Any:
     """A launch of the module `text` through Inductor's launcher for `choice` (its grid, extra
     args, workspace), writing `out`; Inductor's own module where `text` is empty."""
-    request = copy.copy(choice.bmreq)
-    if text:
-        path = Path(tempfile.mkdtemp(prefix="kls-conf-")) / "module.py"
-        path.write_text(text)
-        request.module_path = str(path)
-        request.module_cache_key = hashlib.sha256(text.encode()).hexdigest()
-        request.kernel_name = kernel
+    request = with_module(choice.bmreq, text, kernel) if text else choice.bmreq
     return request.make_run_fn(*inputs, out=out)
 
 

@@ -34,11 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import copy
 import hashlib
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -49,13 +47,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kernel_timing import l2_warm
+from triton_conformance import first_difference, normalize, with_module
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIG = ROOT / "templates" / "kls.toml"
 CASES = ("triton_flex_attention_causal_bf16", "triton_flex_decoding_bf16")
 # The CPU check covers the backward too (its GPU run needs the forward's outputs: not here).
 CPU_CASES = (*CASES, "triton_flex_attention_backward_causal_bf16")
-KERNEL = "KERNEL_NAME"
 
 
 @dataclass(frozen=True)
@@ -100,27 +98,6 @@ def load_cases(config: Path = CONFIG, names: tuple[str, ...] = CASES) -> list[Ca
             Case(name, op, shapes, kernel_options(request), spec.mask_mod, spec.score_mod, request)
         )
     return cases
-
-
-def normalize(text: str) -> str:
-    """The module with what Inductor generates per process and machine replaced: the
-    kernel's function name, inductor_meta's kernel_name and the Triton build's backend_hash."""
-    found = re.search(r"^def (\w+)\(", text, re.M)
-    if found:
-        text = re.sub(rf"\b{re.escape(found.group(1))}\b", KERNEL, text)
-    text = re.sub(r"'kernel_name': '[^']*'", f"'kernel_name': '{KERNEL}'", text)
-    return re.sub(r"'backend_hash': '[0-9A-Fa-f]+'", "'backend_hash': 'BACKEND_HASH'", text)
-
-
-def first_difference(inductor: str, kls: str) -> str:
-    """'' when the texts are equal, else the first differing line, both sides quoted."""
-    a, b = inductor.split("\n"), kls.split("\n")
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if x != y:
-            return f"line {i + 1}: inductor {x[:160]!r} / kls {y[:160]!r}"
-    if len(a) != len(b):
-        return f"line {min(len(a), len(b)) + 1}: {len(a)} vs {len(b)} lines"
-    return ""
 
 
 def kls_text(case: Case) -> tuple[str, float]:
@@ -247,21 +224,6 @@ def buffers(torch: Any, metas: list[Any], ints: list[Any], device: str = "cuda")
                 pool.remove(match)
         out.append(t)
     return out
-
-
-def with_module(bmreq: Any, text: str) -> Any:
-    """The benchmark request with `text` as its module (kls's render in Inductor's place, its
-    kernel by its own name)."""
-    folder = Path(tempfile.mkdtemp(prefix="kls-flex-"))
-    path = folder / "kls_module.py"
-    path.write_text(text)
-    swapped = copy.copy(bmreq)
-    swapped.module_path = str(path)
-    swapped.module_cache_key = hashlib.sha256(text.encode()).hexdigest()
-    found = re.search(r"^def (\w+)\(", text, re.M)
-    if found:
-        swapped.kernel_name = found.group(1)
-    return swapped
 
 
 def same_bits(torch: Any, a: Any, b: Any) -> bool:
