@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,29 @@ def check_document(
     return merged
 
 
+def _check_off_loop(
+    ls: KlsServer,
+    uri: str,
+    instances: InstanceSet | None,
+    only: set[str] | None = None,
+    generation: int | None = None,
+    render: bool = True,
+) -> Coroutine[Any, Any, CheckResult]:
+    """`check_document` of the document's current text in the offload pool; the text and the
+    overrides are taken now, on the event loop, not when the check starts."""
+    return off_loop(
+        check_document,
+        ls,
+        uri,
+        templates_of(ls, uri),
+        ls.overrides(),
+        instances,
+        only,
+        generation,
+        render,
+    )
+
+
 def schedule(ls: KlsServer, uri: str, version: int) -> None:
     """Check now if no check of this document runs; else the running one re-checks the
     newest version when it ends. No timer delay, no stale publish, one check at a time."""
@@ -139,16 +163,7 @@ async def _check_loop(ls: KlsServer, uri: str) -> None:
             if state.up_to_date and state.result_complete:
                 continue  # a pull checked this text in full meanwhile
             try:
-                result = await off_loop(
-                    check_document,
-                    ls,
-                    uri,
-                    templates_of(ls, uri),
-                    ls.overrides(),
-                    instances,
-                    only,
-                    generation,
-                )
+                result = await _check_off_loop(ls, uri, instances, only, generation)
             except Exception as exc:
                 ls.report_failure("check", exc)
                 return
@@ -198,16 +213,7 @@ async def _static_then_render(
                 continue  # still typing: no torch render of a text about to change
             rendered_generation = generation
             render = asyncio.ensure_future(
-                off_loop(
-                    check_document,
-                    ls,
-                    uri,
-                    templates_of(ls, uri),
-                    ls.overrides(),
-                    instances,
-                    {active},
-                    generation,
-                )
+                _check_off_loop(ls, uri, instances, {active}, generation)
             )
         changed = asyncio.ensure_future(state.changed.wait())
         waiting: list[asyncio.Future[Any]] = [render, changed]
@@ -236,17 +242,7 @@ async def _static_first(
     """Publish the static layer of the current text at once: its static checks and the
     active instance's, with the last render's own findings kept until the new render's
     arrive (no flicker); None when the document moved on meanwhile."""
-    result = await off_loop(
-        check_document,
-        ls,
-        uri,
-        templates_of(ls, uri),
-        ls.overrides(),
-        instances,
-        {active},
-        generation,
-        False,
-    )
+    result = await _check_off_loop(ls, uri, instances, {active}, generation, render=False)
     state = ls.docs.get(uri)
     if state is None or state.generation != generation:
         return None
@@ -367,9 +363,7 @@ async def pull_diagnostics(
     if not (state.up_to_date and state.result_complete):
         generation = state.generation
         instances = await ls.load_config(ls.path(uri))
-        result = await off_loop(
-            check_document, ls, uri, templates_of(ls, uri), ls.overrides(), instances
-        )
+        result = await _check_off_loop(ls, uri, instances)
         current = ls.docs.get(uri)
         if current is None or current.generation != generation:
             # Edited meanwhile: answer for the text that was checked (the newer one follows).
