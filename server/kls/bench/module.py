@@ -21,7 +21,6 @@ import numpy as np
 
 from kls.bench.job import BenchJob
 from kls.bench.launch import Prepared, StageError
-from kls.bench.numerics import STORAGE, uniform_storage
 from kls.bench.reference import HostTensor
 
 GRID_ARGS = 3  # Inductor's FixedGrid: the last three launch arguments are the grid
@@ -75,16 +74,11 @@ def upload_torch(
     for name, spec in job.tensors.items():
         if spec is None:
             continue
+        host[name] = HostTensor.seeded(spec, rng)
         n = spec.storage_elements
-        storage = (
-            np.empty(n, dtype=STORAGE[spec.dtype])
-            if spec.is_output
-            else uniform_storage(n, spec.dtype, rng)
-        )
         flat = torch.empty(max(n, 1), dtype=torch_dtype(torch, spec.dtype), device="cuda")
         if not spec.is_output and n:
-            cuda.upload(flat.data_ptr(), storage)
-        host[name] = HostTensor(spec, storage)
+            cuda.upload(flat.data_ptr(), host[name].storage)
         pointers[name] = int(flat.data_ptr())
         views[name] = torch.as_strided(flat, spec.shape, spec.stride, spec.offset)
     return host, pointers, views

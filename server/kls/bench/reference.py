@@ -14,7 +14,14 @@ from typing import Any, cast, overload
 import numpy as np
 
 from kls.bench.job import TensorJob
-from kls.bench.numerics import TOLERANCE, Verification, compare, to_float64
+from kls.bench.numerics import (
+    STORAGE,
+    TOLERANCE,
+    Verification,
+    compare,
+    to_float64,
+    uniform_storage,
+)
 from kls.suggest import did_you_mean
 
 
@@ -22,6 +29,15 @@ from kls.suggest import did_you_mean
 class HostTensor:
     spec: TensorJob
     storage: np.ndarray
+
+    @classmethod
+    def seeded(cls, spec: TensorJob, rng: np.random.Generator) -> HostTensor:
+        """The host data of a tensor about to be uploaded: an input's seeded uniform data
+        (never zeros), an output's storage left unset (the kernel writes it)."""
+        n = spec.storage_elements
+        if spec.is_output:
+            return cls(spec, np.empty(n, dtype=STORAGE[spec.dtype]))
+        return cls(spec, uniform_storage(n, spec.dtype, rng))
 
     def gather(self, index: np.ndarray) -> np.ndarray:
         """float64 values at an (n, rank) array of logical indices."""

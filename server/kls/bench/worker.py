@@ -22,7 +22,7 @@ from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import Prepared
 from kls.bench.launch import StageError as StageError  # where the tune worker imports it from
-from kls.bench.numerics import STORAGE, Verification, supported, to_float64, uniform_storage
+from kls.bench.numerics import STORAGE, Verification, supported, to_float64
 from kls.bench.reference import (
     NAMED_REFERENCES,
     PENDING_REFERENCES,
@@ -262,16 +262,10 @@ def upload_tensors(
     for name, spec in job.tensors.items():
         if spec is None:
             continue
-        n = spec.storage_elements
-        storage = (
-            np.empty(n, dtype=STORAGE[spec.dtype])
-            if spec.is_output
-            else uniform_storage(n, spec.dtype, rng)
-        )
-        ptr = cuda.alloc(storage.nbytes)
+        host[name] = HostTensor.seeded(spec, rng)
+        ptr = cuda.alloc(host[name].storage.nbytes)
         if not spec.is_output:
-            cuda.upload(ptr, storage)
-        host[name] = HostTensor(spec, storage)
+            cuda.upload(ptr, host[name].storage)
         pointers[name] = ptr
     return host, pointers
 
