@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,33 +45,47 @@ def source_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def make_job(
-    instance: InstanceSpec, rendered: RenderResult, library: Path, options: BenchOptions
-) -> BenchJob:
-    """The worker's job: C parameters in the order def_kernel produced them."""
-    outputs = {p.buffer for p in rendered.params if p.is_output}
-    tensors: dict[str, TensorJob | None] = {}
-    for name, spec in instance.tensors.items():
-        tensors[name] = (
-            None
-            if spec is None
-            else TensorJob(
-                name,
-                list(spec.shape),
-                list(spec.stride),
-                spec.dtype.name,
-                spec.offset,
-                is_output=name in outputs,
-            )
+def _tensor_jobs(
+    instance: InstanceSpec, outputs: Collection[str], strides: dict[str, list[int]] | None = None
+) -> dict[str, TensorJob | None]:
+    """The instance's tensors as the worker allocates them: `outputs` the ones the kernel
+    writes; `strides` a tensor's layout where it is not the declared one."""
+    strides = strides or {}
+    return {
+        name: None
+        if spec is None
+        else TensorJob(
+            name,
+            list(spec.shape),
+            strides.get(name) or list(spec.stride),
+            spec.dtype.name,
+            spec.offset,
+            is_output=name in outputs,
         )
-    kernel = rendered.kernel
+        for name, spec in instance.tensors.items()
+    }
+
+
+def _bench_job(
+    instance: InstanceSpec,
+    rendered: RenderResult,
+    options: BenchOptions,
+    *,
+    library: str,
+    symbol: str,
+    params: list[str],
+    tensors: dict[str, TensorJob | None],
+    extra_args: list[list[Any]] | None = None,
+    module: dict[str, Any] | None = None,
+) -> BenchJob:
+    """A job launching the kernel as the keywords say (a library's entry or a module's
+    kernel), verified and timed as the instance and `options` say."""
     prof = profile(instance.profile)
-    extra = prof.call_arguments(kernel)
     return BenchJob(
-        library=str(library),
-        symbol=instance.kernel_name,
-        params=[p.buffer for p in rendered.params],
-        extra_args=[[ctype, value] for ctype, value in extra],
+        library=library,
+        symbol=symbol,
+        params=params,
+        extra_args=extra_args or [],
         tensors=tensors,
         reference=prof.bench_reference(instance, rendered),
         alpha=instance.alpha,
@@ -81,6 +95,25 @@ def make_job(
         baseline=options.baseline,
         tolerance=instance.tolerance,
         operands=list(prof.bench_operands(instance)),
+        module=module,
+    )
+
+
+def make_job(
+    instance: InstanceSpec, rendered: RenderResult, library: Path, options: BenchOptions
+) -> BenchJob:
+    """The worker's job: C parameters in the order def_kernel produced them."""
+    outputs = {p.buffer for p in rendered.params if p.is_output}
+    extra = profile(instance.profile).call_arguments(rendered.kernel)
+    return _bench_job(
+        instance,
+        rendered,
+        options,
+        library=str(library),
+        symbol=instance.kernel_name,
+        params=[p.buffer for p in rendered.params],
+        tensors=_tensor_jobs(instance, outputs),
+        extra_args=[[ctype, value] for ctype, value in extra],
     )
 
 
@@ -90,37 +123,17 @@ def make_module_job(
     """The worker's job for a rendered module it launches itself (the triton profile): the
     tensors in the kernel's argument order, the last one the output."""
     order = [str(n) for n in launch.get("tensors", [])]
-    output = order[-1] if order else None
+    outputs = order[-1:]
     written = launch.get("output_stride")  # the layout the module writes (Inductor's)
-    tensors: dict[str, TensorJob | None] = {}
-    for name, spec in instance.tensors.items():
-        stride = list(written) if name == output and isinstance(written, list) else None
-        tensors[name] = (
-            None
-            if spec is None
-            else TensorJob(
-                name,
-                list(spec.shape),
-                stride or list(spec.stride),
-                spec.dtype.name,
-                spec.offset,
-                is_output=name == output,
-            )
-        )
-    prof = profile(instance.profile)
-    return BenchJob(
+    strides = {name: list(written) for name in outputs} if isinstance(written, list) else {}
+    return _bench_job(
+        instance,
+        rendered,
+        options,
         library="",
         symbol=str(launch.get("kernel", "")),
         params=order,
-        tensors=tensors,
-        reference=prof.bench_reference(instance, rendered),
-        alpha=instance.alpha,
-        beta=instance.beta,
-        seed=options.seed,
-        timing=options.timing,
-        baseline=options.baseline,
-        tolerance=instance.tolerance,
-        operands=list(prof.bench_operands(instance)),
+        tensors=_tensor_jobs(instance, outputs, strides),
         module=launch,
     )
 
