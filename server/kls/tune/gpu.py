@@ -39,6 +39,7 @@ class GpuSession:
         self.l2_flush_bytes = 0
         self.restarts = 0
         self.stderr_tail: list[str] = []
+        self.drainer: threading.Thread | None = None
         self.cancelled = False
         self.finished = False
 
@@ -53,7 +54,8 @@ class GpuSession:
             start_new_session=True,  # a hung kernel is killed with its whole group
         )
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
-        threading.Thread(target=self._drain, args=(self.proc,), daemon=True).start()
+        self.drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self.drainer.start()
         ready = self._send(self.setup, SETUP_TIMEOUT_S)
         if ready is None or not ready.get("ready"):
             reason = (ready or {}).get("error") or self._death()
@@ -146,6 +148,8 @@ class GpuSession:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=5)
         code = proc.returncode
+        if code is not None and self.drainer is not None:
+            self.drainer.join(timeout=2)  # its last stderr lines, still in the pipe at exit
         if code is not None and code < 0:
             return f"the worker died with {signal.Signals(-code).name} (the kernel crashed it)"
         tail = self.stderr_tail[-1] if self.stderr_tail else "no output"
