@@ -12,7 +12,6 @@ verification and the timing are kls.bench.worker's own.
 from __future__ import annotations
 
 import importlib.util
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -119,7 +118,6 @@ def prepare_module(cuda: Any, job: BenchJob, rng: np.random.Generator) -> Prepar
     triton.set_allocator(
         lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda")
     )
-    plan = {**plan, "file": plan.get("file") or os.environ.get("KLS_BENCH_MODULE_FILE")}
     kernel, path = load_kernel(plan)
     host, pointers, views = upload_torch(torch, cuda, job, rng)
     size = plan.get("workspace_bytes") or 0

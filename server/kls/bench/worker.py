@@ -20,8 +20,7 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob, Timing
-from kls.bench.launch import Prepared
-from kls.bench.launch import StageError as StageError  # where the tune worker imports it from
+from kls.bench.launch import Prepared, StageError
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64
 from kls.bench.reference import (
     NAMED_REFERENCES,
@@ -37,9 +36,6 @@ from kls.bench.reference import (
 from kls.bench.stats import should_stop, summarize
 
 FLUSH_MIN_BYTES = 256 * 1024 * 1024
-# The result goes to the stdout the worker started with: a module imported later may point
-# sys.stdout elsewhere (the Triton render worker's helpers send prints to stderr).
-_RESULTS = sys.stdout
 
 
 def main() -> int:
@@ -55,8 +51,8 @@ def main() -> int:
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc(),
         }
-    _RESULTS.write("\n" + json.dumps(result) + "\n")
-    _RESULTS.flush()
+    sys.stdout.write("\n" + json.dumps(result) + "\n")
+    sys.stdout.flush()
     return 0
 
 

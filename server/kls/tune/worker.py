@@ -32,12 +32,12 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.job import BenchJob, TensorJob, Timing
+from kls.bench.launch import StageError
 from kls.bench.reference import HostTensor, verify_gemm
 from kls.bench.stats import summarize
 from kls.bench.worker import (
     FLUSH_MIN_BYTES,
     Cuda,
-    StageError,
     check_rc,
     count_unwritten,
     cublas_baseline,

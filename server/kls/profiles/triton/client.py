@@ -47,12 +47,14 @@ _PYTHON: list[str | None] = [None]
 
 def use_torch_python(python: str | None) -> None:
     """Run the torch worker with `python` (None: KLS_TORCH_PYTHON, else kls's own); a
-    running worker of another Python is stopped, the next render starts the new one."""
+    running worker of another Python is stopped, the next render starts the new one. The
+    stop waits for a render in progress, so it runs on a thread of its own: the language
+    server calls this on its event loop."""
     if python == _PYTHON[0]:
         return
     _PYTHON[0] = python
     if _SHARED is not None:
-        _SHARED.stop()
+        threading.Thread(target=_SHARED.stop, name="kls-torch-stop", daemon=True).start()
 
 
 def torch_python() -> str:

@@ -26,9 +26,6 @@ from kls.profiles.triton.generate_args import inductor_arguments
 from kls.profiles.triton.jit_error import innermost_compile_error, module_line
 from kls.profiles.triton.lowering import inductor_configs, lowered_choice
 
-_OUT = sys.stdout
-sys.stdout = sys.stderr  # torch and Inductor print; only answers go to the real stdout
-
 
 @dataclass(frozen=True)
 class DeviceProps:
@@ -425,6 +422,8 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
+    answers = sys.stdout
+    sys.stdout = sys.stderr  # torch and Inductor print; only answers go to the real stdout
     from kls.cache_dir import cache_dir
 
     # Inductor's own caches go to kls's cache, never into the user's project.
@@ -437,14 +436,14 @@ def main() -> int:
         buf = io.StringIO()
         traceback.print_exc(file=buf)
         ready = {"ready": False, "message": f"{type(exc).__name__}: {exc}", "trace": buf.getvalue()}
-    _OUT.write(json.dumps(ready) + "\n")
-    _OUT.flush()
+    answers.write(json.dumps(ready) + "\n")
+    answers.flush()
     for line in sys.stdin:
         if not line.strip():
             continue
         reply = answer(renderer, json.loads(line))
-        _OUT.write(json.dumps(reply) + "\n")
-        _OUT.flush()
+        answers.write(json.dumps(reply) + "\n")
+        answers.flush()
     return 0
 
 
