@@ -207,7 +207,7 @@ def check_file(
     (`file.py::NAME`)."""
     ref = TemplateRef.parse(path).resolve()
     if ref.constant is None and is_python_file(ref.file):
-        return check_python_file(ref.file, text, instances, cache, only, cancelled)
+        return check_python_file(ref.file, text, instances, cache, only, cancelled, render)
     if ref.constant is not None:
         result = _check_source(ref.path, text, instances, cache, only, cancelled, render)
         overrides = cache.overrides if cache is not None else {}
@@ -223,8 +223,10 @@ def check_python_file(
     cache: ModelCache | None = None,
     only: set[str] | None = None,
     cancelled: Callable[[], bool] | None = None,
+    render: bool = True,
 ) -> CheckResult:
-    """Every template constant of Python file `path` that an instance reads, checked; the
+    """Every template constant of Python file `path` that an instance reads, checked (with
+    `render` False, statically only, as check_file); the
     findings are in the file's own lines and columns, so they lie inside the template strings
     (or, for a constant kls cannot read, on its assignment line)."""
     path = path.resolve()
@@ -241,7 +243,9 @@ def check_python_file(
         if problem is not None:
             result.findings.append(problem)
             continue
-        checked = _check_source(Path(source_id), source_text, instances, cache, only, cancelled)
+        checked = _check_source(
+            Path(source_id), source_text, instances, cache, only, cancelled, render
+        )
         result.findings.extend(checked.findings)
         result.config_findings.extend(checked.config_findings)
         result.renders.update(checked.renders)

@@ -83,6 +83,9 @@ class Profile:
     # What the template renders to: "cuda" (C++, checked with tree-sitter and nvcc) or
     # "python" (a Triton module, checked with ast and Triton's compiler).
     language: ClassVar[str] = "cuda"
+    # What `kls tune` searches: the op (CUTLASS) or the template's config (Triton:
+    # inductor_configs gives Inductor's own).
+    tunes_configs: ClassVar[bool] = False
 
     # -- names -----------------------------------------------------------------------------
     def api(self, owner: str, kind: str | None = None) -> frozenset[str]:
@@ -169,8 +172,8 @@ class Profile:
         self, instance: InstanceSpec, exhaustive: bool = False
     ) -> list[dict[str, Any]] | None:
         """Where a tune searches the template's config (num_warps, num_stages, its
-        variables) rather than ops: the configs Inductor's own heuristics try for the
-        instance (`exhaustive`: its EXHAUSTIVE search space). None: a tune searches ops."""
+        variables) rather than ops (`tunes_configs`): the configs Inductor's own heuristics
+        try for the instance (`exhaustive`: its EXHAUSTIVE search space)."""
         return None
 
     # -- the built entry -------------------------------------------------------------------

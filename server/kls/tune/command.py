@@ -11,6 +11,7 @@ from typing import TextIO
 
 from kls.compile import CompileOptions
 from kls.instances import InstanceSpec
+from kls.profiles import profile
 from kls.tune.results import TuneResult, table, write_files
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -59,20 +60,15 @@ class ProgressLine:
 
 
 def run(args: argparse.Namespace, spec: InstanceSpec) -> int:
-    from kls.tune.config_command import inductor_configs, run_configs
+    from kls.tune.config_command import run_configs
 
     if args.apply and args.build_only:
         print(
             "kls: --apply needs timings; it cannot be combined with --build-only", file=sys.stderr
         )
         return EXIT_USAGE
-    try:
-        configs = inductor_configs(spec, bool(getattr(args, "exhaustive", False)))
-    except RuntimeError as exc:
-        print(f"kls: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    if configs is not None:
-        return run_configs(args, spec, configs)
+    if profile(spec.profile).tunes_configs:
+        return run_configs(args, spec)
     return run_ops(args, spec)
 
 

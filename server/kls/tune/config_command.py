@@ -22,8 +22,8 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def inductor_configs(spec: InstanceSpec, exhaustive: bool) -> list[dict[str, Any]] | None:
-    """Inductor's configs for the instance, or None where its tune searches ops; a
-    RuntimeError whose message says what to do where they cannot be read."""
+    """Inductor's configs for the instance; a RuntimeError whose message says what to do
+    where they cannot be read."""
     try:
         return profile(spec.profile).inductor_configs(spec, exhaustive)
     except Exception as exc:  # the torch worker's, whatever it is: said in words
@@ -33,7 +33,9 @@ def inductor_configs(spec: InstanceSpec, exhaustive: bool) -> list[dict[str, Any
         ) from None
 
 
-def run_configs(args: argparse.Namespace, spec: InstanceSpec, configs: list[dict[str, Any]]) -> int:
+def run_configs(args: argparse.Namespace, spec: InstanceSpec) -> int:
+    """`kls tune` of an instance whose profile tunes its config: the cheap checks first,
+    then Inductor's configs (the torch worker's start and a lowering)."""
     if args.executor != "local" or args.ray_address or args.resume:
         print(
             "kls: --executor ray and --resume are for op tunes (CUTLASS); a Triton tune runs here",
@@ -50,6 +52,11 @@ def run_configs(args: argparse.Namespace, spec: InstanceSpec, configs: list[dict
     try:
         space = load_space(spec)
     except TuneSpaceError as exc:
+        print(f"kls: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        configs = inductor_configs(spec, bool(getattr(args, "exhaustive", False))) or []
+    except RuntimeError as exc:
         print(f"kls: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

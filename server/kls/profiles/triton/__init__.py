@@ -80,6 +80,7 @@ def _layout_findings(instance: InstanceSpec, stride: Any) -> list[RuntimeFinding
 
 class Triton(Profile):
     language = "python"
+    tunes_configs = True
 
     def reserved_c_names(self, kind: str) -> frozenset[str]:
         return SIGNATURE_C_NAMES

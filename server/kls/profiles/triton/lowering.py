@@ -181,13 +181,12 @@ def inductor_configs(
 
 def _padded(layout: Any) -> bool:
     """Whether `layout`'s strides are not the contiguous ones for its size."""
+    from kls.instances.schema import contiguous_strides
+
     if layout is None:
         return False
-    expected, step = [], 1
-    for size in reversed([int(n) for n in layout.size]):
-        expected.append(step)
-        step *= max(size, 1)
-    return [int(s) for s in layout.stride] != expected[::-1]
+    size = tuple(int(n) for n in layout.size)
+    return [int(n) for n in layout.stride] != list(contiguous_strides(size))
 
 
 def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any], layout: Any = None) -> Any:
