@@ -26,11 +26,11 @@ from kls.bench.run import BenchOptions, prepare_job, worker_command
 from kls.bench.runner import run_worker
 from kls.bench.sanitizer_report import Access, Location, merged, parse_report, summary
 from kls.checks.rendered import line_range
+from kls.checks.run import ModelCache
 from kls.findings import Finding, Severity
 from kls.instances import InstanceSpec
 from kls.positions import Range
 from kls.render import RenderResult
-from kls.template.model import parse_template
 
 TOOLS = ("memcheck", "racecheck")
 DEFAULT_SANITIZER = "/usr/local/cuda/bin/compute-sanitizer"
@@ -139,7 +139,11 @@ class Place:
 
 
 def place_of(
-    where: Location | None, module_file: Path | None, rendered: RenderResult, instance: InstanceSpec
+    where: Location | None,
+    module_file: Path | None,
+    rendered: RenderResult,
+    instance: InstanceSpec,
+    models: ModelCache | None = None,
 ) -> tuple[Place, bool]:
     """The template line of a reported location, and whether it is that exact line (False: the
     kernel's declaration stands in, for a location without line info or in another file)."""
@@ -150,7 +154,7 @@ def place_of(
                 return Place(origin.path, origin.line), True
         elif any(_same_file(where.file, Path(str(f))) for f in _sources(rendered, instance)):
             return Place(str(Path(where.file)), where.line - 1), True
-    return Place(str(instance.template), _declaration_line(instance)), False
+    return Place(str(instance.template), _declaration_line(instance, models or ModelCache())), False
 
 
 def _sources(rendered: RenderResult, instance: InstanceSpec) -> list[object]:
@@ -165,20 +169,13 @@ def _same_file(reported: str, path: Path) -> bool:
         return Path(reported).name == path.name
 
 
-def _declaration_line(instance: InstanceSpec) -> int:
+def _declaration_line(instance: InstanceSpec, models: ModelCache) -> int:
     """The template's def_kernel line (0 where it has none)."""
-    model = _model(str(instance.template))
+    model = models.model(str(instance.template))
     if model is None:
         return 0
     calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(frozenset({"def_kernel"}))
     return calls[0].range.start.line if calls else 0
-
-
-def _model(path: str) -> Any:
-    try:
-        return parse_template(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError):
-        return None
 
 
 def access_finding(
@@ -186,10 +183,14 @@ def access_finding(
     module_file: Path | None,
     rendered: RenderResult,
     instance: InstanceSpec,
+    models: ModelCache | None = None,
 ) -> Finding:
-    place, exact = place_of(access.location, module_file, rendered, instance)
+    """The finding for one reported access, at the template line that made it; `models`
+    parses each template once a run (the editor's text where it has one)."""
+    models = models or ModelCache()
+    place, exact = place_of(access.location, module_file, rendered, instance, models)
     for frame in access.frames if not exact else ():  # the kernel's own line, inlined into
-        found, on_line = place_of(frame, module_file, rendered, instance)
+        found, on_line = place_of(frame, module_file, rendered, instance, models)
         if on_line:
             kernel, pc = (
                 (access.location.kernel, access.location.pc) if access.location else ("", "")
@@ -197,7 +198,7 @@ def access_finding(
             access = replace(access, location=Location(kernel, pc, frame.file, frame.line))
             place, exact = found, True
             break
-    rng = line_range(_model(place.path), place.line) if place.line >= 0 else Range.of_line(0)
+    rng = line_range(models.model(place.path), place.line) if place.line >= 0 else Range.of_line(0)
     return Finding(
         CODES.get(access.tool, "KT720"),
         Severity.ERROR,
@@ -248,12 +249,15 @@ def sanitize_instance(
     cancel: threading.Event | None = None,
 ) -> SanitizeReport:
     options = options or BenchOptions()
+    models = ModelCache(overrides)
     command, env = worker_command(instance)
     report = SanitizeReport(instance.name, ok=False)
     sanitizer = sanitizer_path()
     problem = sanitizer_problem(sanitizer, command[0])
     if problem is not None:
-        report.findings.append(_instance_finding(instance, "KT722", Severity.WARNING, problem))
+        report.findings.append(
+            _instance_finding(instance, "KT722", Severity.WARNING, problem, models)
+        )
         report.message = problem
         return report
     job, rendered, why = prepare_job(instance, options, overrides, cancel, verify=False)
@@ -288,11 +292,13 @@ def sanitize_instance(
             "run": "ok" if outcome.ok else outcome.message,
             "log": str(log),
         }
-        report.findings += [access_finding(a, module_file, rendered, instance) for a in accesses]
+        report.findings += [
+            access_finding(a, module_file, rendered, instance, models) for a in accesses
+        ]
         if not accesses and not outcome.ok:
             report.findings.append(
                 _instance_finding(
-                    instance, "KT723", Severity.ERROR, f"under {tool}: {outcome.message}"
+                    instance, "KT723", Severity.ERROR, f"under {tool}: {outcome.message}", models
                 )
             )
     report.ok = not report.findings
@@ -300,10 +306,10 @@ def sanitize_instance(
 
 
 def _instance_finding(
-    instance: InstanceSpec, code: str, severity: Severity, message: str
+    instance: InstanceSpec, code: str, severity: Severity, message: str, models: ModelCache
 ) -> Finding:
-    line = _declaration_line(instance)
-    rng = line_range(_model(str(instance.template)), line)
+    line = _declaration_line(instance, models)
+    rng = line_range(models.model(str(instance.template)), line)
     return Finding(
         code, severity, rng, message, str(instance.template), instance.name, "kls-sanitize"
     )
