@@ -3,7 +3,8 @@
 # benchmarks/triton_masks.toml (shapes that stress the masks), on a lent H200, in one call that
 # ends within 6 minutes:
 #   1. each instance verified and timed, one after another (the GPU to itself): kls's timing
-#      loop with at most 2 s of timed launches a kernel, cuBLAS beside it -> $out/bench_*.json
+#      loop with at most 2 s (shipped) or 1 s (masks) of timed launches a kernel, cuBLAS
+#      beside it -> $out/bench_*.json
 #      (and each run as it ends in $out/history_*/);
 #   2. each instance once under compute-sanitizer's memcheck and once under its racecheck, the
 #      instances side by side (nothing is timed) -> $out/sanitize_<name>.json (findings at
@@ -30,12 +31,12 @@ echo "shipped: $shipped"; echo "masks: $masks"
 
 start=$SECONDS
 for part in shipped masks; do
-  if [ $part = shipped ]; then config=$SHIPPED names=$shipped limit=110
-  else config=$MASKS names=$masks limit=80; fi
+  if [ $part = shipped ]; then config=$SHIPPED names=$shipped limit=110 seconds=2
+  else config=$MASKS names=$masks limit=80 seconds=1; fi
   args=(); for name in $names; do args+=(-i "$name"); done
   # one kls process, the instances one after another
   timeout $limit python3 -m kls.cli bench "$config" --config "$config" "${args[@]}" \
-    --max-seconds 2 --timeout 45 --json > $out/bench_$part.json 2> $out/bench_$part.log
+    --max-seconds $seconds --timeout 45 --json > $out/bench_$part.json 2> $out/bench_$part.log
   echo "bench $part: rc $?, $((SECONDS - start)) s"
   # Each run is also in the config's history as it finishes (kept if the limit cut the rest).
   mkdir -p $out/history_$part && cp $(dirname $config)/.kls/bench/*.json $out/history_$part/ 2>/dev/null
