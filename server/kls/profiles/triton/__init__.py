@@ -152,8 +152,9 @@ class Triton(Profile):
             return result
         module = str(answer.get("module", ""))
         result.text = module
-        result.findings.extend(_layout_findings(instance, answer.get("output_stride")))
         launch = answer.get("launch")
+        written = launch.get("output_stride") if isinstance(launch, dict) else None
+        result.findings.extend(_layout_findings(instance, written))
         result.launch = launch if isinstance(launch, dict) else None
         result.source_map = SourceMap(
             [

@@ -219,7 +219,6 @@ class Renderer:
             return {
                 "module": f.read(),
                 "kernel_name": getattr(choice.bmreq, "kernel_name", ""),
-                "output_stride": [int(n) for n in choice.layout.stride],
                 "launch": {
                     **launch_of(template.name, choice.bmreq),
                     "output_stride": [int(n) for n in choice.layout.stride],
