@@ -208,11 +208,13 @@ def run_config_tune(
 
 
 def varying_keys(trials: list[ConfigTrial]) -> tuple[str, ...]:
-    """The config keys whose values differ among `trials`, in the first trial's order."""
+    """The config keys whose values differ among `trials`, in the first trial's order (every
+    key where none differs)."""
     if not trials:
         return ()
     first = trials[0].config
-    return tuple(k for k in first if any(t.config.get(k) != first[k] for t in trials))
+    varying = tuple(k for k in first if any(t.config.get(k) != first[k] for t in trials))
+    return varying or tuple(first)  # one config (or all alike): all of it
 
 
 def table(result: ConfigTuneResult) -> str:

@@ -189,7 +189,10 @@ class Triton(Profile):
         self, instance: InstanceSpec, exhaustive: bool = False
     ) -> list[dict[str, Any]] | None:
         """Inductor's own configs for the instance's template and tensors, from its lowering
-        in the torch worker ([] for a template kls knows no lowering of)."""
+        in the torch worker ([] for a template kls knows no lowering of: flex's configs come
+        from its kernel options, which kls does not read from Inductor yet)."""
+        if flex_op(instance) is not None:
+            return []
         text = read_source(instance.template).text
         request = {**self.request(instance, text, text), "kind": "configs"}
         request["exhaustive"] = exhaustive
