@@ -135,7 +135,6 @@ def inductor_env_text(case: Case) -> str:
     from kls.profiles.triton import worker
     from kls.profiles.triton.flex import render_flex
 
-    sys.stdout = worker._OUT  # the worker module sends prints to stderr on import
     worker._patch_device(torch)
     worker._Device.props = worker.device_props(case.request.get("device", {}))
     return str(render_flex(torch, None, case.request)["module"])
