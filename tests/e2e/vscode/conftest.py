@@ -398,6 +398,34 @@ class Workbench:
             timeout=10,
         )
 
+    def click_until(self, target: Any, done: Any, what: str, timeout: float = 60) -> Any:
+        """Click `target` until `done()` is truthy. Monaco re-renders a code lens's anchors
+        when it re-resolves the lenses of the visible range, and a click whose press and
+        release straddle that re-render is lost; a user clicks again, and so does this."""
+        deadline = time.monotonic() + timeout
+        while True:
+            target.click()
+            try:
+                return self.wait_for(done, what, timeout=min(15, deadline - time.monotonic()))
+            except AssertionError:
+                if time.monotonic() >= deadline - 1:
+                    raise
+
+    def stable_texts(self, read: Any, what: str, settle: float = 1.0) -> list[str]:
+        """`read()` once it has returned the same non-empty texts for `settle` seconds."""
+        last: list[str] = []
+        since = time.monotonic()
+
+        def settled() -> list[str] | None:
+            nonlocal last, since
+            now = read()
+            if now != last:
+                last, since = now, time.monotonic()
+                return None
+            return now if now and time.monotonic() - since >= settle else None
+
+        return list(self.wait_for(settled, what))
+
     def replace_line_text(self, line: int, old: str, new: str, line_text: str) -> None:
         """Select `old` on 1-based `line` (whose text is `line_text`) and type `new`."""
         column = line_text.index(old) + 1
@@ -448,5 +476,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             try:
                 workbench.page.screenshot(path=str(target / name))
                 report.sections.append(("screenshot", str(target / name)))
+                report.sections.append(("workbench", workbench.debug()))
             except Exception as error:  # the page may be gone; the failure says the rest
                 report.sections.append(("screenshot", f"none: {error}"))

@@ -238,13 +238,13 @@ def test_lenses_preview_beside_edit_and_instance_pick(
     )
 
     def lens_titles() -> list[str]:
-        return [str(lenses.nth(i).inner_text()) for i in range(lenses.count())]
+        """The lens titles once the Benchmark lens is among them; [] before."""
+        titles = [str(lenses.nth(i).inner_text()) for i in range(lenses.count())]
+        return titles if any(t.startswith("Benchmark") for t in titles) else []
 
-    titles = vscode.wait_for(
-        lambda: (
-            (titles := lens_titles()) and any(t.startswith("Benchmark") for t in titles) and titles
-        ),
-        "Preview / Compile / Benchmark lenses",
+    titles = vscode.stable_texts(
+        lens_titles,
+        "Preview / Compile / Benchmark lenses, settled",
     )
     assert titles[0].startswith("Preview (softmax_bf16_8192x4096)"), titles
     assert "Compile" in titles and any(t.startswith("Benchmark") for t in titles), titles
@@ -259,9 +259,8 @@ def test_lenses_preview_beside_edit_and_instance_pick(
         line_box,
     )
 
-    lenses.first.click()
     preview_tab = vscode.page.locator(".tabs-container .tab[aria-label^='softmax.cu.jinja.cu']")
-    preview_tab.first.wait_for(state="visible", timeout=30_000)
+    vscode.click_until(lenses.first, lambda: preview_tab.count() > 0, "the preview tab")
     vscode.wait_for(
         lambda: vscode.page.locator(".editor-group-container").count() == 2, "the preview beside"
     )
@@ -436,8 +435,8 @@ def test_untrusted_workspace_refuses_compile_and_benchmark(
         lenses = vs.page.locator(".codelens-decoration a").filter(visible=True)
         vs.wait_for(lambda: lenses.count() >= 3, "the lenses")
         for title, command in (("Compile", "kls.compile"), ("Benchmark", "kls.benchmark")):
-            vs.page.locator(".codelens-decoration a", has_text=title).first.click()
-            shown = vs.wait_for(
+            shown = vs.click_until(
+                vs.page.locator(".codelens-decoration a", has_text=title).first,
                 lambda command=command: [n for n in vs.notifications() if command in n] or None,
                 f"{title} refused",
             )
