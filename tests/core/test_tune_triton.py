@@ -13,6 +13,7 @@ import pytest
 
 from kls.instances import load_instances
 from kls.instances.tune_table import TuneSpace
+from kls.profiles.base import ConfigSpace
 from kls.tune.apply import apply_config
 from kls.tune.configs import ConfigTrial, ConfigTuneResult, candidates, table, with_config
 from tests.upstream import needs_torch, needs_torch_source
@@ -32,12 +33,12 @@ def test_candidates_start_from_the_instance_then_the_table_then_inductor(project
         {"num_warps": 8, "num_stages": 3, "BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64},
         {"num_warps": 8, "num_stages": 4, "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64},
     ]
-    found = candidates(spec, space, inductor, None)  # type: ignore[arg-type]
+    found = candidates(spec, space, ConfigSpace(inductor), None)  # type: ignore[arg-type]
     assert [t.origin for t in found] == ["current", "tune table", "inductor"]
     # The table's num_stages=3 and Inductor's second config are the instance's own and the
     # table's num_stages=4: each config is kept once, with its first origin.
     assert found[1].config["num_stages"] == 4 and found[2].config["BLOCK_N"] == 256
-    assert candidates(spec, space, inductor, 2)[-1].origin == "tune table"  # type: ignore[arg-type]
+    assert candidates(spec, space, ConfigSpace(inductor), 2)[-1].origin == "tune table"  # type: ignore[arg-type]
     tuned = with_config(spec, found[2].config)  # type: ignore[arg-type]
     assert tuned.variables["BLOCK_N"] == 256 and tuned.num_warps == 8
     assert tuned.variables["NUM_SMS"] == 132  # what the config leaves alone stays

@@ -160,6 +160,13 @@ RULES: dict[str, Rule] = {
             _W,
             "Inductor's lowering gives the output another layout than kls.toml declares",
         ),
+        Rule(
+            "KT814",
+            "triton-flex-promise",
+            _E,
+            "a flex instance promises ROWS_GUARANTEED_SAFE or BLOCKS_ARE_CONTIGUOUS and its "
+            "mask breaks the promise (the kernel would silently compute a wrong result)",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT852",

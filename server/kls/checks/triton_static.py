@@ -23,7 +23,7 @@ import jinja2.nodes
 
 from kls.checks.catalogue import rule
 from kls.findings import Finding
-from kls.instances.locate import TomlLocator
+from kls.instances.locate import instance_key_range
 from kls.instances.schema import InstanceSpec, TensorSpec
 from kls.positions import Position, Range
 from kls.profiles import profile
@@ -399,16 +399,14 @@ _ENV.filters["indent_except_first"] = _indent_except_first
 def _config_values(instance: InstanceSpec) -> Iterator[Finding]:
     """KT809: a config value Inductor prints as `NAME : tl.constexpr = <str(value)>` that is
     not a Python expression, or is a bare word the kernel does not define."""
-    locator: TomlLocator | None = None
-    prefix = ("tool", "kls") if instance.config_path.name == "pyproject.toml" else ()
+    text: str | None = None
     for name, value in instance.variables.items():
         problem = _value_problem(value)
         if problem is None:
             continue
-        if locator is None:
-            locator = TomlLocator(_read(instance.config_path))
-        found = locator.find((*prefix, "instances", instance.name, "vars", name))
-        start = found.start
+        text = _read(instance.config_path) if text is None else text
+        path = instance.config_path
+        start = instance_key_range(path, text, instance.name, "vars", name).start
         rng = Range(start, Position(start.line, start.column + len(name)))
         yield _finding(
             "KT809",

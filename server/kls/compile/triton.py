@@ -36,7 +36,8 @@ def compile_triton(
     """(ok, findings, the render, Triton's figures, cached); with `sass`, the cubin's SASS
     listing too (nvdisasm: about 0.4 s, so only for the editor's SASS view)."""
     rendered = render_isolated(instance, overrides)
-    if not rendered.ok or rendered.text is None:
+    refused = any(f.severity is Severity.ERROR for f in rendered.findings)  # e.g. KT814
+    if not rendered.ok or rendered.text is None or refused:
         return (
             False,
             render_findings(rendered, ModelCache(overrides).for_render(rendered)),

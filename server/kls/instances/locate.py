@@ -7,6 +7,7 @@ tables well enough to find the line a key is written on.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from kls.positions import Position, Range
 
@@ -79,3 +80,10 @@ class TomlLocator:
                     return at
                 start = at + 1
         return len(text) - len(text.lstrip())
+
+
+def instance_key_range(config_path: Path, config_text: str, instance: str, *keys: str) -> Range:
+    """Where the config file writes `keys` of instance `instance` (in pyproject.toml, under
+    [tool.kls])."""
+    prefix = ("tool", "kls") if config_path.name == "pyproject.toml" else ()
+    return TomlLocator(config_text).find((*prefix, "instances", instance, *keys))

@@ -21,7 +21,7 @@ from lsprotocol import types as lsp
 
 from kls.compile import CompileResult
 from kls.instances import InstanceSpec
-from kls.instances.locate import TomlLocator
+from kls.instances.locate import instance_key_range
 from kls.instances.schema import TensorSpec
 from kls.lsp.convert import end_of_line_hint, to_lsp_range
 from kls.lsp.offload import off_loop
@@ -271,7 +271,8 @@ async def completion(ls: KlsServer, params: lsp.CompletionParams) -> lsp.Complet
 
 def tensor_location(instance: InstanceSpec, tensor: str, config_text: str) -> lsp.Location:
     """Where kls.toml declares `tensor` of `instance`."""
-    found = TomlLocator(config_text).find(("instances", instance.name, "tensors", tensor))
+    path = instance.config_path
+    found = instance_key_range(path, config_text, instance.name, "tensors", tensor)
     return lsp.Location(uri=instance.config_path.resolve().as_uri(), range=to_lsp_range(found))
 
 

@@ -66,6 +66,16 @@ class RenderSession(Protocol):
     def render_sub(self, source: str, context: dict[str, Any]) -> str: ...
 
 
+@dataclass
+class ConfigSpace:
+    """What a config tune searches besides the instance's own config and its tune table."""
+
+    configs: list[dict[str, Any]]  # Inductor's configs for the instance
+    # Overlays each config is tried with (e.g. {"USE_TMA": True}); [{}]: the configs alone.
+    flag_sets: list[dict[str, Any]] = field(default_factory=lambda: [{}])
+    notes: list[str] = field(default_factory=list)  # a flag not offered, and why
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
@@ -168,12 +178,11 @@ class Profile:
         return None
 
     # -- tuning a config -------------------------------------------------------------------
-    def inductor_configs(
-        self, instance: InstanceSpec, exhaustive: bool = False
-    ) -> list[dict[str, Any]] | None:
+    def config_space(self, instance: InstanceSpec, exhaustive: bool = False) -> ConfigSpace | None:
         """Where a tune searches the template's config (num_warps, num_stages, its
         variables) rather than ops (`tunes_configs`): the configs Inductor's own heuristics
-        try for the instance (`exhaustive`: its EXHAUSTIVE search space)."""
+        try for the instance (`exhaustive`: its EXHAUSTIVE search space) and the kernel
+        flags worth trying with each."""
         return None
 
     # -- the built entry -------------------------------------------------------------------

@@ -7,12 +7,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from kls.bench.probe import gpu_problem
 from kls.cache_dir import write_atomic
 from kls.instances import InstanceSpec
 from kls.profiles import profile
+from kls.profiles.base import ConfigSpace
 from kls.tune.apply import ApplyError, apply_config
 from kls.tune.configs import ConfigTuneResult, run_config_tune, table
 from kls.tune.options import results_folder
@@ -21,11 +21,11 @@ from kls.tune.space import TuneSpaceError, load_space
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-def inductor_configs(spec: InstanceSpec, exhaustive: bool) -> list[dict[str, Any]] | None:
-    """Inductor's configs for the instance; a RuntimeError whose message says what to do
-    where they cannot be read."""
+def config_space(spec: InstanceSpec, exhaustive: bool) -> ConfigSpace | None:
+    """Inductor's configs (and flags) for the instance; a RuntimeError whose message says
+    what to do where they cannot be read."""
     try:
-        return profile(spec.profile).inductor_configs(spec, exhaustive)
+        return profile(spec.profile).config_space(spec, exhaustive)
     except Exception as exc:  # the torch worker's, whatever it is: said in words
         raise RuntimeError(
             f"cannot read Inductor's configs for '{spec.name}' ({exc}); kls tune of a Triton "
@@ -55,7 +55,7 @@ def run_configs(args: argparse.Namespace, spec: InstanceSpec) -> int:
         print(f"kls: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        configs = inductor_configs(spec, bool(getattr(args, "exhaustive", False))) or []
+        found = config_space(spec, bool(getattr(args, "exhaustive", False)))
     except RuntimeError as exc:
         print(f"kls: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -63,7 +63,7 @@ def run_configs(args: argparse.Namespace, spec: InstanceSpec) -> int:
     def say(line: str) -> None:
         print(f"kls tune: {line}", file=sys.stderr, flush=True)
 
-    result = run_config_tune(spec, space, args.limit, args.build_only, configs, say)
+    result = run_config_tune(spec, space, args.limit, args.build_only, found, say)
     path = write_result(result, spec)
     applied = ""
     if args.apply:

@@ -2,10 +2,11 @@
 num_warps, num_stages and the template's variables such as BLOCK_M).
 
 The space is Inductor's own: the configs its template heuristics try for the instance's
-tensors on the instance's device model (`Profile.inductor_configs`, read from Inductor's
+tensors on the instance's device model (`Profile.config_space`, read from Inductor's
 lowering in the torch worker), plus every combination the instance's tune table lists
 (`[instances.NAME.tune]`, e.g. `BLOCK_K = [64, 128]`, `num_stages = [3, 4, 5]`, applied over the
-instance's own config), plus the instance's own config. Each candidate is rendered and compiled
+instance's own config), plus the instance's own config; each with every flag set the profile
+offers (flex: USE_TMA, and the promises its mask keeps). Each candidate is rendered and compiled
 by Triton for the target first (no GPU): one whose shared memory exceeds the device's limit or
 that fails to compile is dropped there, with the reason. Then, on the GPU, each survivor is
 verified and timed briefly (stage 1, L2 warm is not assumed: the CUDA benchmark's method with a
@@ -30,6 +31,7 @@ from kls.bench.run import BenchOptions, benchmark_instance
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.tune_table import TuneSpace
+from kls.profiles.base import ConfigSpace
 
 LAUNCH = ("num_warps", "num_stages")
 STAGE1 = Timing(warmup_s=0.2, min_samples=10, min_seconds=0.2, max_samples=200, max_seconds=1.5)
@@ -53,7 +55,9 @@ class ConfigTrial:
 
     def label(self, keys: tuple[str, ...] | None = None) -> str:
         """The config in words: `keys` only (those that vary among the trials), else all."""
-        shown = self.config if keys is None else {k: self.config.get(k) for k in keys}
+        shown = (
+            self.config if keys is None else {k: self.config[k] for k in keys if k in self.config}
+        )
         return ", ".join(f"{k}={v}" for k, v in shown.items())
 
 
@@ -64,6 +68,7 @@ class ConfigTuneResult:
     device: dict[str, Any] = field(default_factory=dict)
     method: str = ""
     build_only: bool = False
+    notes: list[str] = field(default_factory=list)  # e.g. a flag not offered, and why
 
     @property
     def winner(self) -> ConfigTrial | None:
@@ -83,6 +88,7 @@ class ConfigTuneResult:
             "device": self.device,
             "method": self.method,
             "build_only": self.build_only,
+            "notes": self.notes,
             "trials": [dataclasses.asdict(t) for t in self.trials],
             "winner": dataclasses.asdict(winner) if winner else None,
         }
@@ -106,24 +112,30 @@ def with_config(spec: InstanceSpec, config: dict[str, Any]) -> InstanceSpec:
 
 
 def candidates(
-    spec: InstanceSpec, space: TuneSpace, inductor: list[dict[str, Any]], limit: int | None
+    spec: InstanceSpec, space: TuneSpace, found: ConfigSpace, limit: int | None
 ) -> list[ConfigTrial]:
     """The instance's own config, the tune table's combinations over it, then Inductor's;
-    each config once (the first origin kept), at most `limit`."""
+    each of them with each of the profile's flag sets (flex: USE_TMA, the promises its mask
+    keeps); each config once (the first origin kept), at most `limit`."""
     own = instance_config(spec)
-    found: dict[str, ConfigTrial] = {}
+    trials: dict[str, ConfigTrial] = {}
 
     def add(config: dict[str, Any], origin: str) -> None:
         key = json.dumps(config, sort_keys=True, default=str)
-        found.setdefault(key, ConfigTrial(config, origin))
+        trials.setdefault(key, ConfigTrial(config, origin))
 
     add(own, "current")
-    for combo in space.combos(tuple(space.variables)):
-        add({**own, **combo}, "tune table")
-    for config in inductor:
-        add({**own, **{k: v for k, v in config.items() if k in own}}, "inductor")
-    trials = list(found.values())
-    return trials[:limit] if limit else trials
+    bases = [(own, "flags")]
+    bases += [({**own, **combo}, "tune table") for combo in space.combos(tuple(space.variables))]
+    bases += [
+        ({**own, **{k: v for k, v in config.items() if k in own}}, "inductor")
+        for config in found.configs
+    ]
+    for config, origin in bases:
+        for flags in found.flag_sets:
+            add({**config, **flags}, origin)
+    chosen = list(trials.values())
+    return chosen[:limit] if limit else chosen
 
 
 def prune(trial: ConfigTrial, spec: InstanceSpec, cancel: threading.Event | None) -> None:
@@ -165,19 +177,21 @@ def run_config_tune(
     space: TuneSpace,
     limit: int | None = None,
     build_only: bool = False,
-    inductor: list[dict[str, Any]] | None = None,
+    found: ConfigSpace | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
 ) -> ConfigTuneResult:
-    """Tune `spec`'s config over `inductor` (Inductor's configs:
-    `Profile.inductor_configs`), the tune table and its own config."""
+    """Tune `spec`'s config over `found` (Inductor's configs and the profile's flags:
+    `Profile.config_space`), the tune table and its own config."""
     say = progress or (lambda _line: None)
-    inductor = inductor or []
-    result = ConfigTuneResult(spec.name, candidates(spec, space, inductor, limit))
+    found = found or ConfigSpace([])
+    result = ConfigTuneResult(spec.name, candidates(spec, space, found, limit))
     result.build_only = build_only
+    result.notes = list(found.notes)
+    flags = f", each with {len(found.flag_sets)} flag sets" if len(found.flag_sets) > 1 else ""
     result.method = (
-        f"{len(result.trials)} configs ({len(inductor)} from Inductor's heuristics); each "
-        "compiled by Triton for the target first (dropped above the shared-memory limit or on "
+        f"{len(result.trials)} configs ({len(found.configs)} from Inductor's heuristics{flags}); "
+        "each compiled by Triton for the target first (dropped above the shared-memory limit or on "
         "a compile error); stage 1: verified and timed with a short budget (>= 10 samples, "
         f"<= 1.5 s); stage 2: the best {STAGE2_COUNT} and the instance's own, the CUDA "
         "benchmark's full budget; L2 flushed before each launch"
@@ -208,13 +222,14 @@ def run_config_tune(
 
 
 def varying_keys(trials: list[ConfigTrial]) -> tuple[str, ...]:
-    """The config keys whose values differ among `trials`, in the first trial's order (every
-    key where none differs)."""
+    """The config keys whose values differ among `trials` (a key some configs lack, such as
+    a flag, differs), in the order they first appear (every key where none differs)."""
     if not trials:
         return ()
+    keys = list(dict.fromkeys(k for t in trials for k in t.config))
     first = trials[0].config
-    varying = tuple(k for k in first if any(t.config.get(k) != first[k] for t in trials))
-    return varying or tuple(first)  # one config (or all alike): all of it
+    varying = tuple(k for k in keys if any(t.config.get(k) != first.get(k) for t in trials))
+    return varying or tuple(keys)  # one config (or all alike): all of it
 
 
 def table(result: ConfigTuneResult) -> str:
@@ -232,8 +247,9 @@ def table(result: ConfigTuneResult) -> str:
     for t in sorted(result.trials, key=order):
         s2 = f"{t.stage2_ms:10.4f}" if t.stage2_ms is not None else " " * 10
         s1 = f"{t.stage1_ms:10.4f}" if t.stage1_ms is not None else " " * 10
-        why = f"  [{t.problem}]" if t.problem else ""
+        why = f"  [{t.problem.split('. ')[0]}]" if t.problem else ""  # its first sentence
         lines.append(f"{s2}  {s1}  {t.origin:10}  {t.label(keys)}{why}")
+    lines += [f"note: {note}" for note in result.notes]
     winner, current = result.winner, result.current
     if winner is not None:
         lines.append(f"winner: {winner.label(keys)} ({winner.stage2_ms:.4f} ms)")

@@ -15,12 +15,13 @@ from typing import Any
 
 from kls.findings import Severity
 from kls.instances.schema import UNSET_REFERENCE, InstanceSpec, TensorSpec
-from kls.profiles.base import Profile
+from kls.profiles.base import ConfigSpace, Profile
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker, torch_python
 from kls.profiles.triton.errors import finding_for
 from kls.profiles.triton.flex_parts import flex_op
 from kls.profiles.triton.flex_render import render_flex
+from kls.profiles.triton.flex_space import flex_space
 from kls.profiles.triton.tensors import output_name
 from kls.runtime.kernel import SIGNATURE_C_NAMES
 from kls.runtime.record import RuntimeFinding, Site
@@ -185,14 +186,13 @@ class Triton(Profile):
         out = output_name(instance)
         return tuple(n for n, s in instance.tensors.items() if n != out and s is not None)[:2]
 
-    def inductor_configs(
-        self, instance: InstanceSpec, exhaustive: bool = False
-    ) -> list[dict[str, Any]] | None:
+    def config_space(self, instance: InstanceSpec, exhaustive: bool = False) -> ConfigSpace | None:
         """Inductor's own configs for the instance's template and tensors, from its lowering
-        in the torch worker ([] for a template kls knows no lowering of: flex's configs come
-        from its kernel options, which kls does not read from Inductor yet)."""
-        if flex_op(instance) is not None:
-            return []
+        in the torch worker ([] for a template kls knows no lowering of); for flex, its
+        heuristics' configs and flags (kls.profiles.triton.flex_space)."""
+        op = flex_op(instance)
+        if op is not None:
+            return flex_space(instance, op, exhaustive)
         text = read_source(instance.template).text
         request = {**self.request(instance, text, text), "kind": "configs"}
         request["exhaustive"] = exhaustive
@@ -200,7 +200,7 @@ class Triton(Profile):
         error = answer.get("error")
         if error:
             raise WorkerUnavailable(str(error.get("message", error)))
-        return list(answer.get("configs", []))
+        return ConfigSpace(list(answer.get("configs", [])))
 
     def bench_launch(self, instance: InstanceSpec, rendered: Any) -> dict[str, Any] | None:
         """The module, its kernel, the tensors in the kernel's argument order (the inputs in

@@ -29,6 +29,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from kls.profiles.triton.flex_promises import PROMISES, promise_breaks
+
 # The flex templates by Inductor's registered name, and the op's kernel_options BACKEND that
 # makes the lowering reach it.
 BACKENDS = {
@@ -331,4 +333,18 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
             else:
                 raise RuntimeError(f"Inductor's lowering did not reach the {op} template")
     with open(choice.bmreq.module_path, encoding="utf-8") as f:
-        return {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
+        found = {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
+    return {**found, "promises": broken_promises(torch, req)}
+
+
+def broken_promises(torch: Any, req: dict[str, Any]) -> dict[str, str]:
+    """The promises the instance's options make (ROWS_GUARANTEED_SAFE = true, ...) that its
+    mask breaks, each with where it first breaks; the mask is looked at only when one is made."""
+    made = [p for p in PROMISES if req.get("vars", {}).get(p)]
+    if not made:
+        return {}
+    q, k = req["tensors"]["q"], req["tensors"]["k"]
+    backward = req["op"] == "flex_attention_backward"
+    sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
+    breaks = promise_breaks(torch, load_mod(req.get("mask_mod")), *sizes, backward)
+    return {p: why for p in made if (why := breaks.get(p))}

@@ -19,6 +19,7 @@ from typing import Any
 
 from kls.dtypes import lookup_dtype
 from kls.findings import Severity
+from kls.instances.locate import instance_key_range
 from kls.instances.schema import InstanceSpec, TensorSpec, contiguous_strides
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker
@@ -130,6 +131,7 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
         return result
     module = str(answer.get("module", ""))
     result.text = module
+    result.findings.extend(promise_findings(instance, answer.get("promises") or {}))
     result.launch = {"template": op, "kernel": str(answer.get("kernel_name", ""))}
     origins = [
         Origin(*joined.origin(line)) if line is not None else None
@@ -137,6 +139,41 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
     ]
     result.source_map = SourceMap(origins)
     return result
+
+
+# What each promise lets the kernel skip, and what a broken one then does.
+PROMISED = {
+    "ROWS_GUARANTEED_SAFE": (
+        "every query row attends to at least one key",
+        "a row with no key comes out NaN",
+    ),
+    "BLOCKS_ARE_CONTIGUOUS": (
+        "the blocks each block visits are consecutive",
+        "it reads the wrong keys past a gap",
+    ),
+}
+
+
+def promise_findings(instance: InstanceSpec, broken: dict[str, str]) -> list[RuntimeFinding]:
+    """KT814 at the kls.toml line of each promise the instance makes and its mask breaks."""
+    if not broken:
+        return []
+    try:
+        text = instance.config_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        text = ""
+    found = []
+    for name, why in broken.items():
+        promise, effect = PROMISED.get(name, ("what it says", "it computes a wrong result"))
+        at = instance_key_range(instance.config_path, text, instance.name, "vars", name)
+        message = (
+            f"{name} = true promises that {promise}, and this instance's mask breaks it: "
+            f"{why}. The kernel trusts the promise ({effect}): remove {name} (kls tune "
+            "offers it only where the mask keeps it)"
+        )
+        site = Site(str(instance.config_path), at.start.line)
+        found.append(RuntimeFinding("KT814", Severity.ERROR, message, site))
+    return found
 
 
 # -- the buffers the template sees, for the static checks ------------------------------------

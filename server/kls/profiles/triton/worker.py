@@ -400,6 +400,11 @@ def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
 
             _Device.props = device_props(req.get("device", {}))
             return render_flex(renderer.torch, renderer.env, req)
+        if req.get("kind") == "flex_tune":
+            from kls.profiles.triton.flex_configs import flex_tune_facts
+
+            _Device.props = device_props(req.get("device", {}))
+            return flex_tune_facts(renderer.torch, req)
         return renderer.render(req)
     except Exception as exc:
         shown: BaseException = exc

@@ -1,0 +1,62 @@
+"""What `kls tune` searches for a flex instance, read in the torch worker: Inductor's own
+flex configs for the head dim and dtype on the device model (the list its lowering tries
+under max-autotune), and which of flex's promises the instance's mask keeps.
+
+Inductor's config tuples name their fields for the kernel option they set: forward
+(block_m, block_n), decode (block_n), backward (block_m1, block_n1, block_m2, block_n2), each
+with num_stages and num_warps.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kls.profiles.triton.flex import load_mod
+from kls.profiles.triton.flex_promises import promise_breaks
+
+# The heuristics' method for each flex template.
+HEURISTIC = {
+    "flex_attention": "get_flex_attention_fwd_configs",
+    "flex_decoding": "get_flex_decode_configs",
+    "flex_attention_backward": "get_flex_attention_bwd_configs",
+}
+LAUNCH_FIELDS = ("num_stages", "num_warps")
+
+
+def as_options(config: Any) -> dict[str, Any]:
+    """An Inductor flex config as kernel options: BLOCK_M for block_m, num_warps as is."""
+    return {
+        (k if k in LAUNCH_FIELDS else k.upper()): int(v)
+        for k, v in vars(config).items()
+        if isinstance(v, int)
+    }
+
+
+def flex_configs(torch: Any, req: dict[str, Any], exhaustive: bool) -> list[dict[str, Any]]:
+    """Inductor's flex configs for the request's q (its head dim and dtype), as max-autotune
+    lists them (`exhaustive`: its EXHAUSTIVE flex search space)."""
+    from torch._inductor import config
+    from torch._inductor.virtualized import V
+
+    q = req["tensors"]["q"]
+    dtype = getattr(torch, q["dtype"])
+    space = "EXHAUSTIVE" if exhaustive else "DEFAULT"
+    method = getattr(V.choices, HEURISTIC[req["op"]])
+    with config.patch(max_autotune=True, max_autotune_flex_search_space=space):
+        found = method(int(q["shape"][-1]), dtype, "cuda")
+    unique: dict[str, dict[str, Any]] = {}
+    for options in map(as_options, found):
+        unique.setdefault(repr(sorted(options.items())), options)
+    return list(unique.values())
+
+
+def flex_tune_facts(torch: Any, req: dict[str, Any]) -> dict[str, Any]:
+    """Inductor's configs and, for each promise, where the mask breaks it (None: kept)."""
+    q, k = req["tensors"]["q"], req["tensors"]["k"]
+    mask_mod = load_mod(req.get("mask_mod"))
+    backward = req["op"] == "flex_attention_backward"
+    breaks = promise_breaks(torch, mask_mod, int(q["shape"][-2]), int(k["shape"][-2]), backward)
+    return {
+        "configs": flex_configs(torch, req, bool(req.get("exhaustive"))),
+        "promises": breaks,
+    }
