@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kls.profiles.triton.flex_promises import PROMISES, promise_breaks
+from kls.profiles.triton.generate_hook import answering
 
 # The flex templates by Inductor's registered name, and the op's kernel_options BACKEND that
 # makes the lowering reach it.
@@ -246,24 +247,16 @@ def _inductors_own() -> contextlib.AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
-@contextlib.contextmanager
-def capture(name: str) -> Iterator[None]:
+def capture(name: str) -> contextlib.AbstractContextManager[None]:
     """TritonTemplate.generate of the template `name` raises _Captured with its choice."""
-    from torch._inductor.select_algorithm import TritonTemplate
 
-    original = TritonTemplate.generate
-
-    def generate(template: Any, *args: Any, **kwargs: Any) -> Any:
+    def answer(original: Callable[..., Any], template: Any, *args: Any, **kwargs: Any) -> Any:
         choice = original(template, *args, **kwargs)
         if template.name == name and hasattr(choice, "bmreq"):
             raise _Captured(choice)
         return choice
 
-    TritonTemplate.generate = generate  # type: ignore[method-assign]
-    try:
-        yield
-    finally:
-        TritonTemplate.generate = original  # type: ignore[method-assign]
+    return answering(answer)
 
 
 def _captured(exc: BaseException) -> _Captured | None:

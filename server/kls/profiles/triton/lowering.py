@@ -21,6 +21,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from kls.profiles.triton.generate_hook import answering
+
 
 @dataclass(frozen=True)
 class Lowering:
@@ -74,7 +76,7 @@ def pinned_kwargs(inductor: dict[str, Any], req: dict[str, Any]) -> dict[str, An
 
 
 class _Pin:
-    """While active, TritonTemplate.generate answers the lowering: the instance's template is
+    """The lowering's generate answered (generate_hook): the instance's template is
     generated once, from `template` (the editor's text) with the pinned config; every other
     request is declined."""
 
@@ -84,54 +86,26 @@ class _Pin:
         self.choice: Any = None
         self.asked = False
 
-    def __enter__(self) -> _Pin:
-        from torch._inductor.select_algorithm import TritonTemplate
-
-        self.original = TritonTemplate.generate
-        pin = self
-
-        def generate(template: Any, **kwargs: Any) -> Any:
-            if template.name != pin.template.name or pin.asked:
-                return None
-            pin.asked = True
-            pin.choice = pin.original(pin.template, **pinned_kwargs(kwargs, pin.req))
-            return pin.choice
-
-        TritonTemplate.generate = generate
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        from torch._inductor.select_algorithm import TritonTemplate
-
-        TritonTemplate.generate = self.original
+    def __call__(self, original: Callable[..., Any], template: Any, **kwargs: Any) -> Any:
+        if template.name != self.template.name or self.asked:
+            return None
+        self.asked = True
+        self.choice = original(self.template, **pinned_kwargs(kwargs, self.req))
+        return self.choice
 
 
 class _Record:
-    """While active, TritonTemplate.generate records the configs the lowering asks
-    `template`'s name for and declines them all: nothing is rendered."""
+    """The lowering's generate answered (generate_hook): the configs asked of the template
+    `name` are recorded and every request declined, so nothing is rendered."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.configs: list[dict[str, Any]] = []
 
-    def __enter__(self) -> _Record:
-        from torch._inductor.select_algorithm import TritonTemplate
-
-        self.original = TritonTemplate.generate
-        record = self
-
-        def generate(template: Any, **kwargs: Any) -> Any:
-            if template.name == record.name:
-                record.configs.append(config_of(kwargs))
-            return None
-
-        TritonTemplate.generate = generate
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        from torch._inductor.select_algorithm import TritonTemplate
-
-        TritonTemplate.generate = self.original
+    def __call__(self, original: Callable[..., Any], template: Any, **kwargs: Any) -> Any:
+        if template.name == self.name:
+            self.configs.append(config_of(kwargs))
+        return None
 
 
 def config_of(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -171,7 +145,8 @@ def inductor_configs(
         "max_autotune_gemm_search_space": "EXHAUSTIVE" if exhaustive else "DEFAULT",
     }
     # With every choice declined the lowering may fail after asking: expected.
-    with config.patch(settings), _Record(template.name) as record, suppress(Exception):
+    record = _Record(template.name)
+    with config.patch(settings), answering(record), suppress(Exception):
         lowering.resolve()(*nodes)
     unique: dict[str, dict[str, Any]] = {}
     for found in record.configs:
@@ -208,7 +183,8 @@ def lowered_choice(template: Any, nodes: list[Any], req: dict[str, Any], layout:
         import torch
 
         keywords["out_dtype"] = getattr(torch, req["output"]["dtype"])
-    with config.patch({**COMMON_SETTINGS, **lowering.settings}), _Pin(template, req) as pin:
+    pin = _Pin(template, req)
+    with config.patch({**COMMON_SETTINGS, **lowering.settings}), answering(pin):
         try:
             lowering.resolve()(*nodes, **keywords)
         except Exception:
