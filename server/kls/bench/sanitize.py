@@ -174,8 +174,8 @@ def _declaration_line(instance: InstanceSpec, models: ModelCache) -> int:
     model = models.model(str(instance.template))
     if model is None:
         return 0
-    calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(frozenset({"def_kernel"}))
-    return calls[0].range.start.line if calls else 0
+    declared = model.kernel_declarations()
+    return declared[0].start.line if declared else 0
 
 
 def access_finding(

@@ -20,7 +20,6 @@ from kls.compile.run import CompileCancelled
 from kls.findings import Finding, Severity
 from kls.lsp.protocol import BENCHMARK_COMMAND, BenchmarkAnswer, uri_argument
 from kls.lsp.state import NO_SETTINGS, KlsServer
-from kls.lsp.tune import signature_ranges
 from kls.positions import Range
 from kls.template.model import parse_template
 from kls.template.source import is_python_file
@@ -80,7 +79,7 @@ def bench_findings(ls: KlsServer, uri: str) -> list[Finding]:
     view = bench_view(ls, uri)
     if view is None or uri not in ls.docs or is_python_file(ls.path(uri)):
         return []  # (a Python file is no template: its constants are, kls.lsp.python_documents)
-    anchors = signature_ranges(parse_template(ls.text(uri)))
+    anchors = parse_template(ls.text(uri)).kernel_declarations()
     if not anchors:
         return []
     return [bench_finding(view, anchors[0], str(ls.path(uri)))]

@@ -13,9 +13,7 @@ from kls.lsp.convert import end_of_line_hint, to_lsp_range
 from kls.lsp.protocol import BENCHMARK_COMMAND, COMPILE_COMMAND, PREVIEW_COMMAND
 from kls.lsp.state import KlsServer
 from kls.lsp.tune import (
-    DEF_KERNEL,
     resolve_tune_lens,
-    signature_ranges,
     tune_inlay_hints,
     tune_view,
 )
@@ -28,7 +26,7 @@ def code_lenses(
     """Preview, Compile, Benchmark, and Tune where the active instance is a CUTLASS GEMM (what
     `kls tune` can tune; for another kernel it would only answer 'nothing to tune')."""
     lenses: list[lsp.CodeLens] = []
-    for anchor in signature_ranges(model):  # def_kernel, or torch-2.11's kernel_call_signature
+    for anchor in model.kernel_declarations():
         rng = to_lsp_range(anchor)
         suffix = f" ({instance})" if instance else " (no instance)"
         for title, command in (("Preview" + suffix, PREVIEW_COMMAND), ("Compile", COMPILE_COMMAND)):
@@ -53,8 +51,7 @@ def resolve_benchmark_lens(lens: lsp.CodeLens, bench: BenchView | None) -> lsp.C
 def bench_inlay_hints(model: TemplateModel, view: BenchView | None) -> list[lsp.InlayHint]:
     if view is None or not view.report.ok:
         return []
-    calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(DEF_KERNEL)  # Triton's
-    lines = [call.range.end.line for call in calls]
+    lines = [rng.end.line for rng in model.kernel_declarations()]
     return [end_of_line_hint(n, model.index.line_text(n), view.title()) for n in lines]
 
 
@@ -86,10 +83,13 @@ async def on_inlay_hints(ls: KlsServer, params: lsp.InlayHintParams) -> list[lsp
         return []
     if triton.is_triton(ls, uri):  # the last Triton compile's registers, shared memory
         compiled = await triton.inlay_hints(ls, uri)
-        return compiled + bench_inlay_hints(await ls.model(uri), bench_view(ls, uri))
+    else:
+        compiled = []
     model = await ls.model(uri)
-    return bench_inlay_hints(model, bench_view(ls, uri)) + tune_inlay_hints(
-        model, tune_view(ls, uri)
+    return (
+        compiled
+        + bench_inlay_hints(model, bench_view(ls, uri))
+        + tune_inlay_hints(model, tune_view(ls, uri))
     )
 
 

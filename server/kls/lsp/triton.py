@@ -360,7 +360,7 @@ def resource_label(compiled: TritonCompile) -> str:
 
 
 def def_kernel_lines(model: TemplateModel) -> list[int]:
-    return sorted({c.range.end.line for c in model.bare_calls(frozenset({"def_kernel"}))})
+    return sorted({rng.end.line for rng in model.kernel_declarations()})
 
 
 async def inlay_hints(ls: KlsServer, uri: str) -> list[lsp.InlayHint]:

@@ -242,20 +242,6 @@ def tune_view(ls: KlsServer, uri: str) -> TuneView | None:
 # -- the diagnostic, lens and hint ------------------------------------------------------------
 
 
-DEF_KERNEL = frozenset({"def_kernel"})
-
-
-def signature_ranges(model: TemplateModel) -> list[Range]:
-    """Where a template declares its kernel: its `kernel.def_kernel(...)` calls, else a
-    Triton template's plain `def_kernel(...)`, else (a torch-2.11 GEMM, whose def_kernel
-    Inductor ran before rendering) its `{{kernel_call_signature}}`. Lenses, the kls-bench and
-    kls-tune diagnostics and the hints go there."""
-    calls = model.calls_to("kernel", "def_kernel") or model.bare_calls(DEF_KERNEL)
-    if calls:
-        return [c.range for c in calls]
-    return list(model.name_uses.get("kernel_call_signature", []))[:1]
-
-
 def tune_finding(view: TuneView, rng: Range, path: str, instance: str) -> Finding:
     severity = Severity.HINT if view.stale else Severity.INFO
     return Finding("KT710", severity, rng, view.message(), path, instance, source="kls-tune")
@@ -265,7 +251,7 @@ def tune_findings(ls: KlsServer, uri: str) -> list[Finding]:
     view = tune_view(ls, uri)
     if view is None or uri not in ls.docs or is_python_file(ls.path(uri)):
         return []
-    anchors = signature_ranges(parse_template(ls.text(uri)))
+    anchors = parse_template(ls.text(uri)).kernel_declarations()
     if not anchors:
         return []
     instance = view.result.instance
@@ -288,7 +274,7 @@ def resolve_tune_lens(lens: lsp.CodeLens, view: TuneView | None) -> lsp.CodeLens
 def tune_inlay_hints(model: TemplateModel, view: TuneView | None) -> list[lsp.InlayHint]:
     if view is None:
         return []
-    lines = [rng.end.line for rng in signature_ranges(model)]
+    lines = [rng.end.line for rng in model.kernel_declarations()]
     return [end_of_line_hint(n, model.index.line_text(n), f"⚙ {view.summary()}") for n in lines]
 
 

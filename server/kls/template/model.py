@@ -136,6 +136,9 @@ class SyntaxProblem:
     range: Range
 
 
+DEF_KERNEL = frozenset({"def_kernel"})  # a Triton template's plain def_kernel(...)
+
+
 @dataclass
 class TemplateModel:
     source: str
@@ -161,6 +164,16 @@ class TemplateModel:
 
     def calls_to(self, owner: str, helper: str) -> list[HelperCall]:
         return [c for c in self.calls if c.owner == owner and c.helper == helper]
+
+    def kernel_declarations(self) -> list[Range]:
+        """Where the template declares its kernel: its `kernel.def_kernel(...)` calls, else a
+        Triton template's plain `def_kernel(...)`, else (a torch-2.11 GEMM, whose def_kernel
+        Inductor ran before rendering) its `{{kernel_call_signature}}`. Lenses, hints, the
+        kls-bench and kls-tune diagnostics and unplaced sanitizer findings go there."""
+        calls = self.calls_to("kernel", "def_kernel") or self.bare_calls(DEF_KERNEL)
+        if calls:
+            return [c.range for c in calls]
+        return list(self.name_uses.get("kernel_call_signature", []))[:1]
 
     def includes(self) -> list[Statement]:
         return [s for s in self.statements if s.tag in ("include", "import", "from", "extends")]
