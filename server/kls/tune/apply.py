@@ -25,27 +25,30 @@ def apply_winner(
     config: Path, instance: str, op: str, variables: dict[str, Any], level: str = "0"
 ) -> str:
     """Edit `config` in place; returns a one-line description of the change."""
-    doc, table = _instance_table(config, instance)
+    doc = _document(config)
+    change = _set_winner(_table_of(doc, config, instance), op, variables, level)
+    write_atomic(config, _dumps(doc))
+    return f"{config}: [instances.{instance}] {change}"
+
+
+def _set_winner(table: Any, op: str, variables: dict[str, Any], level: str) -> str:
+    """Write the winner into the instance's table; the change in words."""
     old_op = table.get("op")
     table["op"] = op
     if "op_filter" in table:
         del table["op_filter"]
     level_note = _apply_level(table, level)
     _set_variables(table, variables)
-    write_atomic(config, _dumps(doc))
     changed = "op unchanged" if old_op == op else f"op {old_op} -> {op}"
     settings = ", ".join(f"{k} = {v}" for k, v in variables.items())
-    return (
-        f"{config}: [instances.{instance}] {changed}"
-        + (f"; {settings}" if settings else "")
-        + level_note
-    )
+    return changed + (f"; {settings}" if settings else "") + level_note
 
 
 def apply_config(config: Path, instance: str, values: dict[str, Any]) -> str:
     """Write a tuned config (num_warps, num_stages and template variables: a Triton
     instance's) into the instance's table; a one-line description of the change."""
-    doc, table = _instance_table(config, instance)
+    doc = _document(config)
+    table = _table_of(doc, config, instance)
     launch = {k: v for k, v in values.items() if k in ("num_warps", "num_stages")}
     for key, value in launch.items():
         table[key] = value
@@ -56,25 +59,31 @@ def apply_config(config: Path, instance: str, values: dict[str, Any]) -> str:
     return f"{config}: [instances.{instance}] {settings}"
 
 
-def _instance_table(config: Path, instance: str) -> tuple[Any, Any]:
-    """The parsed document and the instance's table in it (kls.toml or pyproject.toml)."""
+def _document(config: Path) -> Any:
+    """kls.toml (or pyproject.toml) parsed by tomlkit, which keeps comments and layout."""
     try:
         import tomlkit
         from tomlkit.exceptions import TOMLKitError
     except ImportError:
         raise ApplyError("--apply needs tomlkit: pip install tomlkit") from None
     try:
-        doc = tomlkit.parse(config.read_text(encoding="utf-8"))
+        return tomlkit.parse(config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
         raise ApplyError(f"cannot read {config}: {exc}") from None
-    root: Any = doc
-    if config.name == "pyproject.toml":
-        root = doc.get("tool", {}).get("kls", {})
-    instances = root.get("instances") if hasattr(root, "get") else None
+
+
+def _instances_of(doc: Any, config: Path) -> Any:
+    """The document's `instances` table (under [tool.kls] in pyproject.toml), or None."""
+    root: Any = doc.get("tool", {}).get("kls", {}) if config.name == "pyproject.toml" else doc
+    return root.get("instances") if hasattr(root, "get") else None
+
+
+def _table_of(doc: Any, config: Path, instance: str) -> Any:
+    instances = _instances_of(doc, config)
     table = instances.get(instance) if instances is not None else None
     if table is None:
         raise ApplyError(f"{config} has no table for instance '{instance}'")
-    return doc, table
+    return table
 
 
 def _set_variables(table: Any, variables: dict[str, Any]) -> None:
@@ -104,12 +113,19 @@ BUCKET_SKIPPED = ("tune", "op", "op_filter", "vars", "cutlass_instantiation_leve
 
 def apply_dispatch(config: Path, instance: str, buckets: list[Bucket]) -> list[str]:
     """Write each bucket's instance into `config` (created from `instance`'s table when it is
-    not there yet); one line a bucket saying what changed."""
+    not there yet), in one edit of the file; one line a bucket saying what changed."""
+    doc = _document(config)
+    base = _table_of(doc, config, instance)
+    instances = _instances_of(doc, config)
     lines = []
     for bucket in buckets:
-        created = _add_bucket_table(config, instance, bucket)
-        line = apply_winner(config, bucket.name, bucket.op, bucket.variables, bucket.level)
-        lines.append(f"{line} ({bucket.where}{', new' if created else ''})")
+        created = bucket.name not in instances
+        if created:
+            instances.add(bucket.name, _bucket_table(instance, base, bucket))
+        change = _set_winner(instances[bucket.name], bucket.op, bucket.variables, bucket.level)
+        new = ", new" if created else ""
+        lines.append(f"{config}: [instances.{bucket.name}] {change} ({bucket.where}{new})")
+    write_atomic(config, _dumps(doc))
     return lines
 
 
@@ -126,22 +142,10 @@ class Bucket:
     level: str
 
 
-def _add_bucket_table(config: Path, instance: str, bucket: Bucket) -> bool:
-    """Create the bucket's table from the instance's own, unless it exists; whether it did."""
+def _bucket_table(instance: str, base: Any, bucket: Bucket) -> Any:
+    """The bucket's table, made from the instance's own."""
     import tomlkit
-    from tomlkit.exceptions import TOMLKitError
 
-    try:
-        doc = tomlkit.parse(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, TOMLKitError) as exc:
-        raise ApplyError(f"cannot read {config}: {exc}") from None
-    root: Any = doc.get("tool", {}).get("kls", {}) if config.name == "pyproject.toml" else doc
-    instances: Any = root.get("instances") if hasattr(root, "get") else None
-    base = instances.get(instance) if instances is not None else None
-    if base is None:
-        raise ApplyError(f"{config} has no table for instance '{instance}'")
-    if bucket.name in instances:
-        return False
     table = tomlkit.table()
     table.comment(f"dispatch of {instance} (kls tune --apply): {bucket.where}")
     for key, value in base.items():
@@ -149,9 +153,7 @@ def _add_bucket_table(config: Path, instance: str, bucket: Bucket) -> bool:
             table.add(key, value.unwrap() if hasattr(value, "unwrap") else value)
     for name, tensor in _bucket_tensors(base.get("tensors"), bucket.m).items():
         table.add(tomlkit.key(["tensors", name]), tensor)
-    instances.add(bucket.name, table)
-    write_atomic(config, tomlkit.dumps(doc).encode("utf-8"))
-    return True
+    return table
 
 
 def _bucket_tensors(tensors: Any, m: int) -> dict[str, Any]:
