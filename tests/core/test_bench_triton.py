@@ -16,7 +16,7 @@ from kls.bench.history import History
 from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import StageError
 from kls.bench.module import grid_of, launch_arguments
-from kls.bench.reference import NAMED_REFERENCES, HostTensor
+from kls.bench.reference import HostTensor
 from kls.bench.report import BenchReport, method_of
 from kls.bench.run import NO_REFERENCE, BenchOptions, benchmark_instance, prepare_job
 from kls.bench.worker import _load_user_reference, operand_tensors
@@ -140,20 +140,11 @@ def test_gemm_operands_are_the_jobs_names() -> None:
     assert operand_tensors(cuda_style, {"X": tensors["A"]}) == (tensors["A"], None, None)
 
 
-def test_flex_has_a_reference_hook() -> None:
-    """Until flex's reference is registered, a flex benchmark says what to do; registered, the
-    worker uses it like a user's."""
-    with pytest.raises(StageError, match="flex attention has no built-in reference"):
-        _load_user_reference("flex")
-
-    def flex_reference(*inputs: object) -> object:
-        return inputs[0]
-
-    NAMED_REFERENCES["flex"] = flex_reference
-    try:
-        assert _load_user_reference("flex") is flex_reference
-    finally:
-        del NAMED_REFERENCES["flex"]
+def test_flex_decode_and_backward_say_they_have_no_reference_yet() -> None:
+    for op in ("flex_decoding", "flex_attention_backward"):
+        with pytest.raises(StageError, match=f"{op} has no built-in reference in kls yet"):
+            _load_user_reference(op)
+    assert _load_user_reference("flex") is None  # computed on the GPU by the worker
 
 
 @needs_torch

@@ -22,8 +22,8 @@ pytestmark = [pytest.mark.gpu, needs_torch, needs_torch_source]
 SHIPPED = load_instances(TEMPLATES / "kls.toml")
 # The instances kls bench verifies: Inductor's mm, bmm and persistent-TMA mm (a float64 matmul)
 # and any that names its reference. The others (scaled and grouped mm, conv, mm_plus_mm, b2b)
-# have no built-in reference yet; flex is compared and timed against torch.compile's by
-# benchmarks/triton_flex_gpu.py.
+# have no built-in reference yet; flex's forward is verified against torch's flex_attention
+# (below); its decode and backward have no reference yet.
 VERIFIED_TEMPLATES = (
     "triton_mm.py.jinja",
     "triton_bmm.py.jinja",
@@ -57,3 +57,15 @@ def test_a_shipped_instance_is_clean_under_the_sanitizer() -> None:
         pytest.skip(report.findings[0].message)  # the tool refuses this machine's GPU
     assert report.ok, [f.format_line() for f in report.findings]
     assert set(report.tools) == {"memcheck", "racecheck"}
+
+
+def test_shipped_flex_forward_verifies_against_torchs_flex_attention(tmp_path: Path) -> None:
+    """The block mask made on the GPU from the instance's mask_mod, the output against torch's
+    flex_attention with the same mods in float32, every element."""
+    spec = SHIPPED.instances["triton_flex_attention_causal_bf16"]
+    report = benchmark_instance(spec, QUICK, history=History(tmp_path))
+    assert report.ok, report.message
+    assert report.verified and report.verification["ok"]
+    assert report.verification["checked"] == 4 * 16 * 4096 * 128
+    assert report.verification["unwritten"] == 0
+    assert report.median_ms is not None and report.median_ms > 0

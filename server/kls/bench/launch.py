@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from kls.bench.reference import HostTensor
 
 
@@ -27,3 +29,6 @@ class Prepared:
     pointers: dict[str, int]
     launch: Callable[[], None]
     details: dict[str, Any]
+    # A reference computed on the GPU from the kernel's own inputs (flex): the output's
+    # expected values in logical order, asked for after the first launch.
+    expected: Callable[[], np.ndarray] | None = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -118,8 +119,11 @@ def prepare_module(cuda: Any, job: BenchJob, rng: np.random.Generator) -> Prepar
     triton.set_allocator(
         lambda size, alignment, stream: torch.empty(size, dtype=torch.int8, device="cuda")
     )
+    if plan.get("problem"):
+        raise StageError("setup", str(plan["problem"]))
     kernel, path = load_kernel(plan)
     host, pointers, views = upload_torch(torch, cuda, job, rng)
+    expected = flex_inputs(torch, job, plan, views) if plan.get("flex") else None
     size = plan.get("workspace_bytes") or 0
     workspace = None
     if size:
@@ -139,4 +143,21 @@ def prepare_module(cuda: Any, job: BenchJob, rng: np.random.Generator) -> Prepar
         "workspace_bytes": int(size),
         "launch": {"kernel": plan.get("kernel"), "grid": list(grid), "module_file": str(path)},
     }
-    return Prepared(host, pointers, launch, details)
+    return Prepared(host, pointers, launch, details, expected)
+
+
+def flex_inputs(
+    torch: Any, job: BenchJob, plan: dict[str, Any], views: dict[str, Any]
+) -> Callable[[], np.ndarray] | None:
+    """A flex kernel's block-mask arguments filled from its mask on the GPU (the host copies
+    keep their seeded data: only the GPU reference reads them), and the reference where the
+    job verifies against flex's own (kls.bench.flex)."""
+    from kls.bench.flex import block_mask, expected_output, fill_blocks
+
+    flex = plan["flex"]
+    mask = block_mask(torch, flex, views)
+    fill_blocks(mask, plan.get("made", {}), views)
+    torch.cuda.synchronize()
+    if job.reference != "flex":
+        return None
+    return lambda: expected_output(torch, flex, views, mask)

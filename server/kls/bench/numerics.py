@@ -12,6 +12,7 @@ STORAGE = {  # canonical dtype -> numpy storage type of one element
     "float16": np.float16,
     "float32": np.float32,
     "float64": np.float64,
+    "int32": np.int32,  # index tensors (a flex kernel's block mask), filled by the worker
 }
 TOLERANCE = {"bfloat16": 1e-2, "float16": 1e-2, "float32": 1e-4, "float64": 1e-10}
 

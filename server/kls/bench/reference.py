@@ -249,26 +249,30 @@ def verify_user(
     """Every element of every output against the user's reference; the worst output's result
     (the first that fails)."""
     expected = call_reference(function, inputs, outputs)
-    results = []
-    for t, want in zip(outputs, expected):
-        got = np.asarray(as_numpy(t), dtype=np.float64).reshape(-1)  # logical order
-        limit = tolerance if tolerance is not None else TOLERANCE[t.spec.dtype]
-        indices = cast(list[list[int]], _Indices(t.spec.shape))
-        results.append(compare(got, want.reshape(-1), indices, limit, unwritten))
+    results = [verify_expected(t, want, tolerance, unwritten) for t, want in zip(outputs, expected)]
     failing = [v for v in results if not v.ok]
     return failing[0] if failing else max(results, key=lambda v: v.max_error)
 
 
-# -- references by name, for kernels whose profile chooses them (kls.profiles' bench_reference)
-# Each takes the input tensors (kls.toml order) as NumPy arrays and returns the outputs, like a
-# user's reference. The hook for flex attention: its reference (torch's eager flex_attention
-# with the instance's mods, or an fp32 SDPA math reference) registers here as "flex" once kls
-# lowers flex instances; until then a flex benchmark says so instead of failing obscurely.
-NAMED_REFERENCES: dict[str, Callable[..., Any]] = {}
+def verify_expected(
+    t: HostTensor, want: np.ndarray, tolerance: float | None, unwritten: int = 0
+) -> Verification:
+    """Every element of output `t` against `want` (its values in logical order)."""
+    got = np.asarray(as_numpy(t), dtype=np.float64).reshape(-1)  # logical order
+    limit = tolerance if tolerance is not None else TOLERANCE[t.spec.dtype]
+    indices = cast(list[list[int]], _Indices(t.spec.shape))
+    return compare(got, want.reshape(-1), indices, limit, unwritten)
+
+
+# -- references the worker computes on the GPU from the kernel's own tensors (torch there) ------
+# "flex": torch's flex_attention with the instance's mods (kls.bench.flex), for the forward.
+GPU_REFERENCES = frozenset({"flex"})
+# Kernels whose profile names a reference kls does not have yet: a benchmark says what to do.
 PENDING_REFERENCES: dict[str, str] = {
-    "flex": (
-        'flex attention has no built-in reference in kls yet: set reference = "refs.py:fn" '
-        "(your function: the inputs as NumPy arrays in, the output out) or reference = "
-        '"none" to time it without verifying'
-    ),
+    op: (
+        f"{op} has no built-in reference in kls yet (its kernel writes partial results or "
+        'gradients): set reference = "refs.py:fn" (your function: the inputs as NumPy arrays '
+        'in, the output out) or reference = "none" to time it without verifying'
+    )
+    for op in ("flex_decoding", "flex_attention_backward")
 }

@@ -126,6 +126,8 @@ def make_module_job(
     outputs = order[-1:]
     written = launch.get("output_stride")  # the layout the module writes (Inductor's)
     strides = {name: list(written) for name in outputs} if isinstance(written, list) else {}
+    tensors = _tensor_jobs(instance, outputs, strides)
+    tensors.update(_made_tensor_jobs(launch.get("made") or {}, outputs))
     return _bench_job(
         instance,
         rendered,
@@ -133,9 +135,24 @@ def make_module_job(
         library="",
         symbol=str(launch.get("kernel", "")),
         params=order,
-        tensors=_tensor_jobs(instance, outputs, strides),
+        tensors=tensors,
         module=launch,
     )
+
+
+def _made_tensor_jobs(made: dict[str, Any], outputs: Collection[str]) -> dict[str, TensorJob]:
+    """The buffers Inductor's lowering made for the kernel (flex: its statistics, block mask
+    and output), as the worker allocates them."""
+    return {
+        name: TensorJob(
+            name,
+            [int(n) for n in spec["shape"]],
+            [int(n) for n in spec["stride"]],
+            str(spec["dtype"]),
+            is_output=name in outputs,
+        )
+        for name, spec in made.items()
+    }
 
 
 def worker_command(instance: InstanceSpec) -> tuple[list[str], dict[str, str]]:

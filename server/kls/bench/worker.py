@@ -23,12 +23,13 @@ from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import Prepared, StageError
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64
 from kls.bench.reference import (
-    NAMED_REFERENCES,
+    GPU_REFERENCES,
     PENDING_REFERENCES,
     HostTensor,
     UserReferenceError,
     is_user_reference,
     load_reference,
+    verify_expected,
     verify_gemm,
     verify_softmax,
     verify_user,
@@ -218,7 +219,7 @@ def measure(
             f"the kernel failed on its first run ({exc}); check its pointers, strides and "
             "bounds, e.g. with kls bench --sanitize",
         ) from exc
-    verification = verify(cuda, job, host, pointers, rng, user_reference)
+    verification = verify(cuda, job, host, pointers, rng, user_reference, prepared.expected)
     result: dict[str, Any] = {
         "ok": verification.ok,
         "device": info,
@@ -274,9 +275,8 @@ def poison(cuda: Cuda, out: TensorJob, pointers: dict[str, int]) -> None:
 
 
 def _load_user_reference(reference: str) -> Callable[..., Any] | None:
-    """The user's function, or a named reference (kls.bench.reference.NAMED_REFERENCES)."""
-    if reference in NAMED_REFERENCES:
-        return NAMED_REFERENCES[reference]
+    """The user's function (None for a built-in reference); a reference kls lacks yet
+    (kls.bench.reference.PENDING_REFERENCES) stops the run with what to do."""
     if reference in PENDING_REFERENCES:
         raise StageError("reference", PENDING_REFERENCES[reference])
     if not is_user_reference(reference):
@@ -294,6 +294,7 @@ def verify(
     pointers: dict[str, int],
     rng: np.random.Generator,
     user_reference: Callable[..., Any] | None = None,
+    expected: Callable[[], np.ndarray] | None = None,
 ) -> Any:
     out = job.output()
     y = host[out.name]
@@ -301,6 +302,10 @@ def verify(
     unwritten = count_unwritten(y)
     if job.reference == "none":  # timed without verification; every result says so
         return Verification(True, 0, 0.0, [], 0.0, 0.0, 0.0, 0, unwritten)
+    if job.reference in GPU_REFERENCES:
+        if expected is None:
+            raise StageError("verify", f"the {job.reference} reference needs its kernel's launch")
+        return verify_expected(y, expected(), job.tolerance, unwritten)
     if user_reference is not None:
         outputs = [host[n] for n in job.params if n in host and host[n].spec.is_output]
         for t in outputs:

@@ -167,19 +167,19 @@ class Triton(Profile):
 
     # -- the benchmark ---------------------------------------------------------------------
     def bench_reference(self, instance: InstanceSpec, rendered: Any) -> str:
-        """Inductor's own mm and bmm: a float64 matmul of the first two inputs; its flex
-        attention: flex's own reference (kls.bench.reference's "flex" hook); a project's
-        template (which may borrow mm's launch and compute anything): kls.toml's."""
+        """Inductor's own mm and bmm: a float64 matmul of the first two inputs; flex
+        attention's forward: torch's flex_attention with its mods on the GPU ("flex"), its
+        decode and backward: their op's name (no built-in reference yet: the worker says
+        what to do); a project's template (which may borrow mm's launch and compute
+        anything): kls.toml's."""
         if instance.reference != UNSET_REFERENCE:
             return instance.reference
         launch = getattr(rendered, "launch", None) or {}
-        if not launch.get("inductor_text"):
-            return instance.reference
         template = str(launch.get("template", ""))
-        if template in MATMUL_TEMPLATES:
+        if "flex" in launch:  # Inductor's flex op, whatever the template's text
+            return "flex" if template == "flex_attention" else template
+        if launch.get("inductor_text") and template in MATMUL_TEMPLATES:
             return "gemm"
-        if template.startswith("flex"):
-            return "flex"
         return instance.reference
 
     def bench_operands(self, instance: InstanceSpec) -> tuple[str, ...]:
@@ -211,10 +211,11 @@ class Triton(Profile):
         if text is None or out is None:
             return None
         inputs = [n for n, s in instance.tensors.items() if n != out and s is not None]
+        launch = launch if isinstance(launch, dict) else {}
         return {
-            **(launch if isinstance(launch, dict) else {}),
+            **launch,
             "module": text,
-            "tensors": [*inputs, out],
+            "tensors": launch.get("tensors") or [*inputs, out],  # flex: the kernel's own
             "num_warps": instance.num_warps,
             "num_stages": instance.num_stages,
         }

@@ -31,6 +31,7 @@ from typing import Any
 
 from kls.profiles.triton.flex_promises import PROMISES, promise_breaks
 from kls.profiles.triton.generate_hook import answering
+from kls.profiles.triton.launch import flex_launch
 
 # The flex templates by Inductor's registered name, and the op's kernel_options BACKEND that
 # makes the lowering reach it.
@@ -327,7 +328,8 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
                 raise RuntimeError(f"Inductor's lowering did not reach the {op} template")
     with open(choice.bmreq.module_path, encoding="utf-8") as f:
         found = {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
-    return {**found, "promises": broken_promises(torch, req)}
+    launch = flex_launch(op, choice.bmreq)
+    return {**found, "launch": launch, "promises": broken_promises(torch, req)}
 
 
 def broken_promises(torch: Any, req: dict[str, Any]) -> dict[str, str]:

@@ -30,6 +30,7 @@ from kls.runtime.result import RenderResult
 from kls.sourcemap import Origin, SourceMap
 
 QKV = ("q", "k", "v")
+QKV_ARGS = ("Q", "K", "V")  # their names in the kernel's arguments
 SPARSE_BLOCK = 128  # the block mask's block size (flex's default)
 
 
@@ -132,13 +133,35 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
     module = str(answer.get("module", ""))
     result.text = module
     result.findings.extend(promise_findings(instance, answer.get("promises") or {}))
-    result.launch = {"template": op, "kernel": str(answer.get("kernel_name", ""))}
+    result.launch = bench_launch(instance, op, answer)
     origins = [
         Origin(*joined.origin(line)) if line is not None else None
         for line in align(joined.text, module)
     ]
     result.source_map = SourceMap(origins)
     return result
+
+
+def bench_launch(instance: InstanceSpec, op: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The worker's launch with the instance's own names for q, k and v (kls.toml's, in
+    whatever case), and what the benchmark needs to fill the mask and verify the output."""
+    launch = dict(answer.get("launch") or {})
+    own = {n.lower(): n for n, s in instance.tensors.items() if s is not None}
+    launch["tensors"] = [
+        own.get(n.lower(), n) if n in QKV_ARGS else n for n in launch.get("tensors", [])
+    ]
+    launch["template"] = op
+    launch["kernel"] = str(answer.get("kernel_name", ""))
+    launch["flex"] = {
+        "op": op,
+        "q": own.get("q"),
+        "k": own.get("k"),
+        "v": own.get("v"),
+        "mask_mod": instance.mask_mod,
+        "score_mod": instance.score_mod,
+        "block": SPARSE_BLOCK,
+    }
+    return launch
 
 
 # What each promise lets the kernel skip, and what a broken one then does.

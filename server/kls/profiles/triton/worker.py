@@ -24,6 +24,7 @@ from typing import Any
 
 from kls.profiles.triton.generate_args import inductor_arguments
 from kls.profiles.triton.jit_error import innermost_compile_error, module_line
+from kls.profiles.triton.launch import launch_of
 from kls.profiles.triton.lowering import inductor_configs, lowered_choice
 
 
@@ -227,24 +228,6 @@ class Renderer:
                     "inductor_text": self.by_hash.get(req.get("disk_sha256", "")) is not None,
                 },
             }
-
-
-def launch_of(template: str, bmreq: Any) -> dict[str, Any]:
-    """How Inductor's autotuner launches the module: the arguments after the tensors (its size
-    arguments, the workspace, then the grid's three values, as TritonBenchmarkRequest passes
-    them) and the workspace it allocates."""
-    from torch._inductor.select_algorithm import WORKSPACE_ARG_PLACEHOLDER
-
-    extra = [
-        "workspace" if a == WORKSPACE_ARG_PLACEHOLDER else int(a) for a in list(bmreq.extra_args)
-    ]
-    return {
-        "template": template,
-        "kernel": str(bmreq.kernel_name),
-        "extra_args": extra,
-        "workspace_bytes": getattr(bmreq, "workspace_size", None),
-        "workspace_zero": bool(getattr(bmreq, "workspace_zero_fill", False)),
-    }
 
 
 def autotuning_config() -> Any:
