@@ -7,6 +7,7 @@ with softmax attention written out. On the GPU the worker does the same with CUD
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from kls.bench.launch import StageError
 from kls.bench.run import BenchOptions, make_module_job
 from kls.instances import load_instances
 from kls.profiles import profile
+from kls.profiles.triton.flex_render import static_view
 from kls.sandbox.workers import render_isolated
 from tests.upstream import needs_torch, needs_torch_source
 
@@ -31,6 +33,7 @@ def bias(score, b, h, q_idx, kv_idx):
 """
 FORWARD = "torch:_inductor/kernel/flex/templates/flex_attention.py.jinja"
 DECODE = "torch:_inductor/kernel/flex/templates/flex_decode.py.jinja"
+BACKWARD = "torch:_inductor/kernel/flex/templates/flex_backwards.py.jinja"
 
 
 def _project(tmp_path: Path, template: str, mods: str, q: list[int], kv: list[int]) -> Any:
@@ -148,3 +151,27 @@ def test_the_reference_is_softmax_attention_with_the_mods(tmp_path: Path) -> Non
 def test_decode_names_its_missing_reference(tmp_path: Path) -> None:
     spec = _project(tmp_path, DECODE, "", [1, 2, 1, 64], [1, 2, 512, 64])
     assert profile("triton").bench_reference(spec, _rendered(spec)) == "flex_decoding"
+
+
+@pytest.mark.slow
+@needs_torch_source
+@needs_torch
+@pytest.mark.parametrize("template", [FORWARD, DECODE, BACKWARD])
+@pytest.mark.parametrize("mods", ['mask_mod = "mods.py:causal"', ""])
+def test_the_static_checks_see_the_buffers_the_lowering_makes(
+    tmp_path: Path, template: str, mods: str
+) -> None:
+    """The static view (what an untrusted workspace's checks see, without torch) and the
+    worker's launch (Inductor's own buffers) agree on every buffer's shape and dtype."""
+    q = [2, 4, 1, 64] if template == DECODE else [2, 4, 384, 64]
+    spec = _project(tmp_path, template, mods, q, [2, 4, 384, 64])
+    if template == BACKWARD:
+        spec = dataclasses.replace(spec, variables={})
+    launch = profile("triton").bench_launch(spec, _rendered(spec))
+    assert launch is not None and not launch.get("problem")
+    seen = static_view(spec).tensors
+    assert list(seen)[3:] == list(launch["made"])  # after Q, K, V: the same, in order
+    for name, made in launch["made"].items():
+        found = seen[name]
+        assert found is not None
+        assert (list(found.shape), found.dtype.name) == (made["shape"], made["dtype"]), name

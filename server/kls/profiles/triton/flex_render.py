@@ -208,10 +208,19 @@ def _spec(name: str, shape: tuple[int, ...], dtype: str) -> TensorSpec:
     return TensorSpec(name, shape, found, contiguous_strides(shape))
 
 
-def _blocks(prefix: str, rows: int, cols: int) -> dict[str, TensorSpec]:
+def _blocks(prefix: str, rows: int, cols: int, masked: bool) -> dict[str, TensorSpec]:
+    """A block list's two tensors (`rows` blocks, each listing up to `cols`): with a
+    mask_mod, the block mask's; without, flex's one-block mask (FULL_ lists empty)."""
+    count: tuple[int, ...] = (1, 1, rows)
+    index: tuple[int, ...] = (1, 1, rows, cols)
+    dtype = "int32"
+    if not masked and prefix.startswith("FULL_"):  # Inductor's placeholder: empty(0)
+        count, index, dtype = (0,), (0,), "float32"
+    elif not masked:
+        count, index = (1, 1, 1), (1, 1, 1, 1)
     return {
-        f"{prefix}NUM_BLKS": _spec(f"{prefix}NUM_BLKS", (1, 1, rows), "int32"),
-        f"{prefix}IDX": _spec(f"{prefix}IDX", (1, 1, rows, cols), "int32"),
+        f"{prefix}NUM_BLKS": _spec(f"{prefix}NUM_BLKS", count, dtype),
+        f"{prefix}IDX": _spec(f"{prefix}IDX", index, dtype),
     }
 
 
@@ -227,7 +236,12 @@ def static_view(instance: InstanceSpec) -> InstanceSpec:
     b, h, sq, d = q.shape
     hkv, skv, dv = k.shape[1], k.shape[2], v.shape[3]
     nq, nkv = math.ceil(sq / SPARSE_BLOCK), math.ceil(skv / SPARSE_BLOCK)
-    kv_blocks = {**_blocks("KV_", nq, nkv), **_blocks("FULL_KV_", nq, nkv)}
+    masked = instance.mask_mod is not None
+
+    def blocks(*lists: tuple[str, int, int]) -> dict[str, TensorSpec]:
+        return {k: t for args in lists for k, t in _blocks(*args, masked).items()}
+
+    kv_blocks = blocks(("KV_", nq, nkv), ("FULL_KV_", nq, nkv))
     stats = "float32"  # logsumexp, max and the decode partials are fp32
     tensors: dict[str, TensorSpec | None] = {"Q": q, "K": k, "V": v}
     if op == "flex_attention":
@@ -250,8 +264,8 @@ def static_view(instance: InstanceSpec) -> InstanceSpec:
         tensors |= {"DO": _spec("DO", (b, h, sq, dv), q.dtype.name)}
         tensors |= {"DQ": _spec("DQ", q.shape, q.dtype.name)}
         tensors |= {"DV": _spec("DV", (b, hkv, skv, dv), q.dtype.name)}
-        tensors |= _blocks("KV_", nq, nkv) | _blocks("Q_", nkv, nq)
-        tensors |= _blocks("FULL_KV_", nq, nkv) | _blocks("FULL_Q_", nkv, nq)
+        tensors |= blocks(("KV_", nq, nkv), ("Q_", nkv, nq))
+        tensors |= blocks(("FULL_KV_", nq, nkv), ("FULL_Q_", nkv, nq))
         tensors["out"] = _spec("out", (b, hkv, skv, d), q.dtype.name)
     variables = {"USE_TMA": False, **instance.variables}
     return dataclasses.replace(instance, tensors=tensors, variables=variables)
