@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from lsprotocol import types as lsp
 
 from tests.lsp.harness import Harness
 from tests.upstream import needs_torch, needs_torch_source, require_torch_source
@@ -52,5 +53,45 @@ async def test_an_unsaved_edit_to_a_part_is_diagnosed_on_its_line(tmp_path: Path
         [syntax] = [d for d in found if d.get("code") == "KT851"]
         assert syntax["range"]["start"]["line"] == line
         assert "flex_causal" in syntax["message"] or "flex_causal" in str(syntax.get("data", ""))
+    finally:
+        await harness.close()
+
+
+@needs_torch_source
+async def test_hover_on_a_flex_buffer_names_its_tensor_or_says_inductor_makes_it(
+    tmp_path: Path,
+) -> None:
+    """Untrusted (the static layer only): def_kernel's Q is kls.toml's q; LSE is a buffer
+    Inductor's lowering makes, with the shape it makes."""
+    folder = require_torch_source().package / "_inductor/kernel/flex/templates"
+    for name in PARTS:  # a copy made here, never stored
+        text = (folder / f"{name}.py.jinja").read_text(encoding="utf-8")
+        (tmp_path / f"{name}.py.jinja").write_text(text, encoding="utf-8")
+    (tmp_path / "mods.py").write_text(
+        "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
+    )
+    (tmp_path / "kls.toml").write_text(CONFIG)
+    path = tmp_path / "flex_attention.py.jinja"
+    text = path.read_text()
+    lines = text.split("\n")
+    harness = Harness()
+    harness.settings = {"workspaceTrusted": False}
+    await harness.initialize()
+    try:
+        uri = harness.open(path.as_uri(), text, language_id="python-jinja")
+
+        async def hover(name: str) -> str:
+            line = next(i for i, t in enumerate(lines) if "def_kernel(" in t and f'"{name}"' in t)
+            column = lines[line].index(f'"{name}"') + 1
+            position = {"line": line, "character": column}
+            found = await harness.request(
+                lsp.TEXT_DOCUMENT_HOVER, {"textDocument": {"uri": uri}, "position": position}
+            )
+            return str(found["contents"]["value"])
+
+        assert "`Q` is tensor `q` of instance `flex_causal`" in await hover("Q")
+        made = await hover("LSE")
+        assert "`LSE` is made by Inductor's lowering for instance `flex_causal`" in made
+        assert "float32[2x8x1024]" in made
     finally:
         await harness.close()

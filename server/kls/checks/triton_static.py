@@ -121,6 +121,18 @@ def _def_names(call: HelperCall) -> list[str] | None:
     return names
 
 
+def bound_buffers(model: TemplateModel, instance: InstanceSpec) -> dict[str, TensorSpec]:
+    """The tensors the template's buffer names stand for with `instance`: def_kernel's names
+    bound in order to its inputs (a flex instance: to the buffers Inductor's lowering makes
+    too), and the output as "None" (Inductor's helpers name it so). The editor's hover,
+    completion and go-to-definition read these, the checks the same binding."""
+    kernel = _bind(model.bare_calls(HELPERS), static_view(instance))
+    found = dict(kernel.buffers)
+    if kernel.output is not None:
+        found.setdefault("None", kernel.output)
+    return found
+
+
 def _bind(calls: list[HelperCall], instance: InstanceSpec) -> _Kernel:
     out = output_name(instance)
     inputs = [(n, s) for n, s in instance.tensors.items() if n != out and s is not None]

@@ -19,6 +19,7 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
+from kls.checks.triton_static import bound_buffers
 from kls.compile import CompileResult
 from kls.instances import InstanceSpec
 from kls.instances.locate import instance_key_range
@@ -31,7 +32,6 @@ from kls.positions import Position
 from kls.profiles import profile
 from kls.profiles.triton import HELPERS
 from kls.profiles.triton.helpers import HELPER_DOCS
-from kls.profiles.triton.tensors import output_name
 from kls.render import RenderResult
 from kls.template.model import HelperCall, TemplateModel
 
@@ -61,30 +61,26 @@ def is_triton(ls: KlsServer, uri: str) -> bool:
 
 @dataclass(frozen=True)
 class Buffer:
-    """A name the template uses for a buffer and the kls.toml tensor behind it."""
+    """A name the template uses for a buffer and the tensor behind it."""
 
     name: str  # as def_kernel (or `None`, the output) names it
-    tensor: str  # the tensor's key in kls.toml
+    tensor: str | None  # the tensor's key in kls.toml; None: Inductor's lowering makes it
     spec: TensorSpec
+
+    def describe(self, instance: str) -> str:
+        if self.tensor is None:
+            return f"made by Inductor's lowering for instance `{instance}`"
+        return f"tensor `{self.tensor}` of instance `{instance}` (kls.toml)"
 
 
 def buffers(model: TemplateModel, instance: InstanceSpec) -> dict[str, Buffer]:
-    """def_kernel's names bound in order to the instance's inputs, and the output as `None`
-    (Inductor's helpers name it so)."""
-    out = output_name(instance)
-    inputs = [(n, s) for n, s in instance.tensors.items() if n != out and s is not None]
-    bound: dict[str, Buffer] = {}
-    for call in model.bare_calls(frozenset({"def_kernel"})):
-        names = [_string(a.value_text) for a in call.args if a.keyword is None]
-        if any(n is None for n in names) or len(names) != len(inputs):
-            continue
-        for name, (tensor, spec) in zip(names, inputs):
-            assert name is not None
-            bound.setdefault(name, Buffer(name, tensor, spec))
-    output = instance.tensors.get(out) if out is not None else None
-    if out is not None and output is not None:  # `size(None, 0)`: the output's
-        bound.setdefault("None", Buffer("None", out, output))
-    return bound
+    """The buffer names the template uses, each with its tensor (checks.triton_static's
+    binding) and that tensor's key in kls.toml, where it has one."""
+    keys = {id(s): n for n, s in instance.tensors.items() if s is not None}
+    return {
+        name: Buffer(name, keys.get(id(spec)), spec)
+        for name, spec in bound_buffers(model, instance).items()
+    }
 
 
 def _string(text: str) -> str | None:
@@ -155,8 +151,7 @@ def hover_text(
     if named is not None and instance is not None:
         found = buffers(model, instance).get(named[0])
         parts.append(
-            f"`{named[0]}` is tensor `{found.tensor}` of instance `{instance.name}`: "
-            f"`{found.spec.describe()}`"
+            f"`{named[0]}` is {found.describe(instance.name)}: `{found.spec.describe()}`"
             if found is not None
             else f"`{named[0]}` is no buffer of instance `{instance.name}` (def_kernel's "
             "names, in order, are its input tensors in kls.toml)"
@@ -224,8 +219,8 @@ def completions(
             lsp.CompletionItem(
                 label=b.name,
                 kind=lsp.CompletionItemKind.Variable,
-                detail=f"{b.tensor}: {b.spec.describe()}",
-                documentation=f"tensor `{b.tensor}` of instance `{instance.name}` (kls.toml)",
+                detail=f"{b.tensor or b.name}: {b.spec.describe()}",
+                documentation=b.describe(instance.name),
             )
             for b in buffers(model, instance).values()
             if b.name != "None"
