@@ -16,77 +16,18 @@ import gc
 import os
 import platform
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from lsprotocol import types as lsp
-from pygls.lsp.client import LanguageClient
+from lsp_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATE = ROOT / "templates" / "cutlass3x_gemm.cu.jinja"
 
 
-class Client:
-    def __init__(self) -> None:
-        self.client = LanguageClient("kls-bench", "1")
-        self.published: dict[int, float] = {}
-        self.event = asyncio.Event()
-
-        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
-            if params.version is not None:
-                self.published.setdefault(params.version, time.perf_counter())
-            self.event.set()
-
-    async def start(self) -> None:
-        await self.client.start_io(sys.executable, "-m", "kls.cli", "serve")
-        await self.client.initialize_async(
-            lsp.InitializeParams(capabilities=lsp.ClientCapabilities())
-        )
-        self.client.initialized(lsp.InitializedParams())
-
-    async def wait_version(self, version: int, timeout: float = 30) -> float:
-        deadline = time.perf_counter() + timeout
-        while version not in self.published:
-            self.event.clear()
-            if version in self.published:
-                break
-            await asyncio.wait_for(self.event.wait(), max(deadline - time.perf_counter(), 0.01))
-        return self.published[version]
-
-    def open(self, text: str) -> None:
-        self.client.text_document_did_open(
-            lsp.DidOpenTextDocumentParams(
-                text_document=lsp.TextDocumentItem(
-                    uri=TEMPLATE.as_uri(), language_id="cuda-jinja", version=1, text=text
-                )
-            )
-        )
-
-    def change(self, version: int, line: int, old: str, new: str) -> None:
-        rng = lsp.Range(
-            start=lsp.Position(line=line, character=0),
-            end=lsp.Position(line=line, character=len(old)),
-        )
-        self.client.text_document_did_change(
-            lsp.DidChangeTextDocumentParams(
-                text_document=lsp.VersionedTextDocumentIdentifier(
-                    uri=TEMPLATE.as_uri(), version=version
-                ),
-                content_changes=[lsp.TextDocumentContentChangePartial(range=rng, text=new)],
-            )
-        )
-
-    async def stop(self) -> None:
-        await self.client.shutdown_async(None)
-        self.client.exit(None)
-        await self.client.stop()
-
-
 async def start_to_first_diagnostics() -> float:
     t0 = time.perf_counter()
-    c = Client()
+    c = Client(TEMPLATE.as_uri(), "cuda-jinja")
     await c.start()
     c.open(TEMPLATE.read_text())
     t1 = await c.wait_version(1, timeout=60)
@@ -95,7 +36,7 @@ async def start_to_first_diagnostics() -> float:
 
 
 async def edit_latencies(edits: int) -> tuple[list[float], list[float]]:
-    c = Client()
+    c = Client(TEMPLATE.as_uri(), "cuda-jinja")
     await c.start()
     lines = TEMPLATE.read_text().split("\n")
     c.open("\n".join(lines))
@@ -108,14 +49,14 @@ async def edit_latencies(edits: int) -> tuple[list[float], list[float]]:
     for version in range(2, edits + 2):
         new = original + f" {version}" if version % 2 else original
         sent = time.perf_counter()
-        c.change(version, line, current, new)
+        c.change(version, [(line, current, new)])
         current = new
         latencies.append(await c.wait_version(version) - sent)
     previews = []
     for version in range(edits + 2, edits + 22):
         new = original + f" preview{version}"
         sent = time.perf_counter()
-        c.change(version, line, current, new)
+        c.change(version, [(line, current, new)])
         current = new
         while True:
             answer = await c.client.protocol.send_request_async(

@@ -31,8 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lsprotocol import types as lsp
-from pygls.lsp.client import LanguageClient
+from lsp_client import Client
 
 RELATIVE = "_inductor/kernel/flex/templates/flex_backwards.py.jinja"
 # A plausible flex backward instance: batch 2, 4 heads, 256 queries and keys, head dim 64;
@@ -81,75 +80,6 @@ def write_project(folder: Path) -> Path:
     return config
 
 
-class Client:
-    def __init__(self, uri: str) -> None:
-        self.uri = uri
-        self.client = LanguageClient("kls-triton-bench", "1")
-        self.published: dict[int, tuple[float, list[lsp.Diagnostic]]] = {}
-        self.event = asyncio.Event()
-
-        @self.client.feature(lsp.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
-        def on_publish(params: lsp.PublishDiagnosticsParams) -> None:
-            if params.uri == self.uri and params.version is not None:
-                self.published.setdefault(
-                    params.version, (time.perf_counter(), list(params.diagnostics))
-                )
-            self.event.set()
-
-    async def start(self, config: Path, trusted: bool) -> None:
-        await self.client.start_io(sys.executable, "-m", "kls.cli", "serve")
-        settings = {"workspaceTrusted": trusted, "instancesFile": str(config)}
-        await self.client.initialize_async(
-            lsp.InitializeParams(
-                capabilities=lsp.ClientCapabilities(),
-                initialization_options={"settings": settings},
-            )
-        )
-        self.client.initialized(lsp.InitializedParams())
-
-    async def wait_version(self, version: int, timeout: float = 60) -> float:
-        deadline = time.perf_counter() + timeout
-        while version not in self.published:
-            self.event.clear()
-            if version in self.published:
-                break
-            await asyncio.wait_for(self.event.wait(), max(deadline - time.perf_counter(), 0.01))
-        return self.published[version][0]
-
-    def open(self, text: str) -> None:
-        self.client.text_document_did_open(
-            lsp.DidOpenTextDocumentParams(
-                text_document=lsp.TextDocumentItem(
-                    uri=self.uri, language_id="python-jinja", version=1, text=text
-                )
-            )
-        )
-
-    def change(self, version: int, edits: list[tuple[int, str, str]]) -> None:
-        """One didChange with an edit per (line, old text, new text): one version, one check."""
-        changes: list[lsp.TextDocumentContentChangeEvent] = [
-            lsp.TextDocumentContentChangePartial(
-                range=lsp.Range(
-                    start=lsp.Position(line=line, character=0),
-                    end=lsp.Position(line=line, character=len(old)),
-                ),
-                text=new,
-            )
-            for line, old, new in edits
-        ]
-        self.client.text_document_did_change(
-            lsp.DidChangeTextDocumentParams(
-                text_document=lsp.VersionedTextDocumentIdentifier(uri=self.uri, version=version),
-                content_changes=changes,
-            )
-        )
-
-    async def stop(self) -> None:
-        await self.client.shutdown_async(None)
-        self.client.exit(None)
-        await self.client.stop()
-
-
 def edit_for(version: int, comment: str, call: str) -> tuple[str, str]:
     """(the comment line's text, the size() line's text) at `version`."""
     planted = call.replace('size("Q"', 'size("QQ"', 1) if version % 10 == 0 else call
@@ -164,8 +94,8 @@ async def measure(edits: int, trusted: bool) -> dict[str, Any]:
     call_line = next(i for i, s in enumerate(lines) if '{{size("Q",' in s)
     with tempfile.TemporaryDirectory(prefix="kls-triton-bench-") as folder:
         config = write_project(Path(folder))
-        c = Client(template.as_uri())
-        await c.start(config, trusted)
+        c = Client(template.as_uri(), "python-jinja")
+        await c.start({"workspaceTrusted": trusted, "instancesFile": str(config)})
         t0 = time.perf_counter()
         c.open(text)
         first = await c.wait_version(1) - t0
