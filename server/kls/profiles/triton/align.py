@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import itertools
 import re
+from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 _SPAN = re.compile(r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}")
@@ -52,29 +53,48 @@ def _kernel_headers(t_lines: list[str], out: list[int | None], r0: int, r1: int)
     return header
 
 
-def _matches(t_lines: list[str], t: int, rendered: str) -> bool:
-    """Whether template line `t`, which has `{{ }}` spans, rendered as `rendered` (stripped).
-    A line that is one span and nothing else (or opens a span closed on a later line) matches
-    any text, so it must also agree by name: a `def_kernel(...)` only the kernel's `def`
-    whose arguments are its names (the branch's def_kernel that rendered), another call only
-    a line naming one of its string arguments (`assign("B_STRIDE_N", ...)` the line of
-    B_STRIDE_N, `store_output(("rm", "rn"), ...)` a line naming rm or rn)."""
-    line = t_lines[t]
-    opened = line[line.index("{{") :]
-    if "}}" in opened:
-        if not _pattern(line).match(rendered):
-            return False
-        if _SPAN.sub("", line).strip():
-            return True  # literal text around the spans already placed it
-    call = _span_call(t_lines, t)
-    names = _string_arguments(call)
-    if _DEF_KERNEL.search(line):
-        found = _DEF_LINE.match(rendered)
-        if found is None:
-            return False
-        params = [p.strip() for p in found.group(1).split(",")]
-        return [p.removeprefix("arg_") for p in params if p.startswith("arg_")] == names
-    return not names or any(name and name in rendered for name in names)
+@dataclass(frozen=True)
+class _Holder:
+    """A template line with `{{ }}` spans, as step 2 matches rendered lines against it
+    (made once an alignment, not once a comparison)."""
+
+    pattern: re.Pattern[str] | None  # None: its first span closes on a later line
+    literal: bool  # literal text around the spans, which alone places it
+    names: tuple[str, ...]  # the string arguments of its first span's call
+    def_kernel: bool
+
+    @classmethod
+    def of(cls, t_lines: list[str], t: int) -> _Holder:
+        line = t_lines[t]
+        closed = "}}" in line[line.index("{{") :]
+        return cls(
+            pattern=_pattern(line) if closed else None,
+            literal=closed and bool(_SPAN.sub("", line).strip()),
+            names=tuple(_string_arguments(_span_call(t_lines, t))),
+            def_kernel=bool(_DEF_KERNEL.search(line)),
+        )
+
+    def matches(self, rendered: str) -> bool:
+        """Whether the line rendered as `rendered` (stripped). A line that is one span and
+        nothing else (or opens a span closed on a later line) matches any text, so it must
+        also agree by name: a `def_kernel(...)` only the kernel's `def` whose arguments are
+        its names (the branch's def_kernel that rendered), another call only a line naming
+        one of its string arguments (`assign("B_STRIDE_N", ...)` the line of B_STRIDE_N,
+        `store_output(("rm", "rn"), ...)` a line naming rm or rn)."""
+        if self.pattern is not None:
+            if not self.pattern.match(rendered):
+                return False
+            if self.literal:
+                return True  # literal text around the spans already placed it
+        if self.def_kernel:
+            found = _DEF_LINE.match(rendered)
+            if found is None:
+                return False
+            params = [p.strip() for p in found.group(1).split(",")]
+            return [p.removeprefix("arg_") for p in params if p.startswith("arg_")] == list(
+                self.names
+            )
+        return not self.names or any(name and name in rendered for name in self.names)
 
 
 def _span_call(t_lines: list[str], t: int) -> ast.Call | None:
@@ -129,35 +149,38 @@ def align(template: str, rendered: str) -> list[int | None]:
             out[block.b + k] = block.a + k
             anchors.append((block.a + k, block.b + k))
     anchors.append((len(t_lines), len(r_lines)))
-    spans = [i for i, line in enumerate(t_lines) if "{{" in line]
+    holders = {i: _Holder.of(t_lines, i) for i, line in enumerate(t_lines) if "{{" in line}
+    spans = list(holders)
     first_call = next((i for i in spans if "def_kernel" in t_lines[i]), spans[0] if spans else 0)
     for (ta, ra), (tb, rb) in itertools.pairwise(anchors):
-        _fill_gap(t_lines, r_lines, out, ta + 1, tb, ra + 1, rb, first_call if ta < 0 else None)
+        prelude = first_call if ta < 0 else None
+        _fill_gap(t_lines, r_lines, holders, out, (ta + 1, tb), (ra + 1, rb), prelude)
     return out
 
 
 def _fill_gap(
     t_lines: list[str],
     r_lines: list[str],
+    holders: dict[int, _Holder],
     out: list[int | None],
-    t0: int,
-    t1: int,
-    r0: int,
-    r1: int,
+    t_gap: tuple[int, int],
+    r_gap: tuple[int, int],
     prelude: int | None,
 ) -> None:
     """Rendered lines r0..r1 lie between the same anchors as template lines t0..t1."""
-    holders = [t for t in range(t0, t1) if "{{" in t_lines[t]]
+    (t0, t1), (r0, r1) = t_gap, r_gap
+    inside = [t for t in range(t0, t1) if t in holders]
     matched: set[int] = set()
-    cursor = t0
+    cursor = 0
     for r in range(r0, r1):
-        for t in range(cursor, t1):
-            if t in holders and _matches(t_lines, t, r_lines[r].strip()):
-                out[r] = t
-                matched.add(t)
-                cursor = t + 1
+        rendered = r_lines[r].strip()
+        for k in range(cursor, len(inside)):
+            if holders[inside[k]].matches(rendered):
+                out[r] = inside[k]
+                matched.add(inside[k])
+                cursor = k + 1
                 break
-    expanding = [t for t in holders if t not in matched]
+    expanding = [t for t in inside if t not in matched]
     if any(_DEF_KERNEL.search(t_lines[t]) for t in matched):
         # One def_kernel rendered; the others sit in branches that did not.
         expanding = [t for t in expanding if not _DEF_KERNEL.search(t_lines[t])]
