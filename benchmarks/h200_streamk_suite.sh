@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a lent H200 (repo root): kls's own stream-K GEMM (instance sm90_streamk_bf16) over its
 # 12-shape suite, kernel against kernel with cuBLAS in one run (benchmarks/streamk_suite.py:
-# L2 flushed and warm, benchmarks/kernel_timing.py's method). Phase B starts no new setting
+# L2 flushed and warm, kls.bench.graph_timing's method). Phase B starts no new setting
 # after BUDGET_S (300 s) of the script; `timeout` stops the whole run at 450 s.
 # Carry .whl/ (the wheels benchmarks/h200_env.sh installs) and the libraries built on a CPU
 # machine with

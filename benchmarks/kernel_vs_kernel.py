@@ -1,5 +1,5 @@
 """kls's CUTLASS GEMM, Inductor's own max-autotune choice and cuBLAS, kernel against kernel:
-every side timed with benchmarks/kernel_timing.py (CUDA-graph replays, L2 warm and L2 flushed)
+every side timed with kls.bench.graph_timing (CUDA-graph replays, L2 warm and L2 flushed)
 in one run, on the same bf16 uniform[-1, 1] inputs, each verified against float64 first.
 
 kls's side is templates/kls.toml's torch211_sm90_bf16_4096 (torch 2.11's own 3.x template
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_timing import l2_flushed, l2_warm
+from kls.bench.graph_timing import l2_flushed, l2_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 SHAPES = [(128, 4096, 4096), (128, 6144, 4096), (128, 4096, 14336), (2048, 4096, 4096)]
@@ -143,7 +143,7 @@ def main() -> int:
                 )
     result = {
         "device": torch.cuda.get_device_name(0),
-        "method": "CUDA graph replays (benchmarks/kernel_timing.py): L2 warm 100 launches; "
+        "method": "CUDA graph replays (kls.bench.graph_timing): L2 warm 100 launches; "
         "L2 flushed 50 (flush, launch) pairs less 50 flushes; median/min/max of 15 replays",
         "rows": rows,
         "geomean_speedups": summary,

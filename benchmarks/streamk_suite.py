@@ -1,5 +1,5 @@
 """kls's own stream-K GEMM over its 12-shape suite on a GPU, kernel against kernel with cuBLAS
-in one run: every side timed with benchmarks/kernel_timing.py (CUDA-graph replays; L2 flushed
+in one run: every side timed with kls.bench.graph_timing (CUDA-graph replays; L2 flushed
 with the flush's own time subtracted, and L2 warm), each configuration verified first.
 
 The instance is templates/kls.toml's sm90_streamk_bf16 (templates/cutlass3x_streamk_gemm.cu.jinja,
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_timing import Timing, l2_flushed, l2_warm
+from kls.bench.graph_timing import GraphTiming, l2_flushed, l2_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = "sm90_streamk_bf16"
@@ -193,7 +193,7 @@ def verify(case: Case, launch: Callable[[], None]) -> str:
     return "" if err <= 2e-2 else f"max relative error {err:.3g}"
 
 
-def screen(launch: Callable[[], None]) -> Timing:
+def screen(launch: Callable[[], None]) -> GraphTiming:
     return l2_flushed(launch, SCREEN["launches"], SCREEN["repeats"])
 
 
@@ -435,7 +435,7 @@ def report(
     return {
         "device": torch.cuda.get_device_name(0),
         "method": (
-            "benchmarks/kernel_timing.py: CUDA graph replays; L2 flushed = graph of (256 MiB "
+            "kls.bench.graph_timing: CUDA graph replays; L2 flushed = graph of (256 MiB "
             "flush, launch) pairs less a graph of flushes; L2 warm = graph of launches. Phases "
             f"A/B (screens): flushed, {SCREEN['launches']} launches, median of "
             f"{SCREEN['repeats']} replays; phase C: flushed 50 launches, warm 100, median/min/max "

@@ -20,7 +20,7 @@ decode bf16, one query against 4096 keys):
 4. (`gpu`) Both modules run through Inductor's own launcher (the choice's benchmark request,
    `make_run_fn`; kls's with its module path swapped) on the same inputs (normal(0, 1), the
    block mask's real values); every output and written buffer compared bitwise.
-5. (`gpu`) Timed with benchmarks/kernel_timing.py's one method (a CUDA graph of N launches
+5. (`gpu`) Timed with kls.bench.graph_timing's one method (a CUDA graph of N launches
    replayed, per launch, L2 warm; median, min, max over repeats), in one run: kls's kernel
    (kls's config), torch.compile(flex_attention) with kls's config (the whole op: for decode
    the split-KV reduction too), torch.compile(flex_attention) with Inductor's default config,
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_timing import l2_warm
+from kls.bench.graph_timing import l2_warm
 from triton_conformance import first_difference, normalize, with_module
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -328,7 +328,7 @@ def run_gpu(cases: list[Case], max_autotune: bool) -> dict[str, Any]:
         "torch": torch.__version__,
         "triton": triton.__version__,
         "method": "CUDA graph of 100 launches replayed, per launch, L2 warm; median, min, max "
-        "of 15 replays (benchmarks/kernel_timing.py)",
+        "of 15 replays (kls.bench.graph_timing)",
         "rows": [run_gpu_case(torch, c, max_autotune) for c in cases],
     }
 

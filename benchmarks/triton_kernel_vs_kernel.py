@@ -1,5 +1,5 @@
 """kls's Triton instances beside Inductor's own max-autotune choice and cuBLAS, kernel against
-kernel: every side timed with benchmarks/kernel_timing.py (CUDA-graph replays, L2 warm and L2
+kernel: every side timed with kls.bench.graph_timing (CUDA-graph replays, L2 warm and L2
 flushed) in one run, on the same uniform[-1, 1] inputs, each verified against float64 first.
 
 - **kls**: the instance's module as kls renders it, launched through Inductor's own launcher
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_timing import l2_flushed, l2_warm
+from kls.bench.graph_timing import l2_flushed, l2_warm
 from triton_conformance import OPS, inductor_module, launcher, template_of, tensors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -126,7 +126,7 @@ def main() -> int:
     result = {
         "device": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
-        "method": "CUDA graph replays (benchmarks/kernel_timing.py): L2 warm 100 launches; "
+        "method": "CUDA graph replays (kls.bench.graph_timing): L2 warm 100 launches; "
         "L2 flushed 50 (flush, launch) pairs less 50 flushes; median/min/max of 15 replays",
         "rows": rows,
         "geomean_speedups": geomeans([r for r in rows if "error" not in r]),

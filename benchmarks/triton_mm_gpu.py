@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from kernel_timing import l2_warm
+from kls.bench.graph_timing import l2_warm
 
 ROOT = Path(__file__).resolve().parent.parent
 

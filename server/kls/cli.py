@@ -203,6 +203,7 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds of timed launches per kernel at most (the kernel, then the baseline), "
         "when the spread has not settled under 1%% before (default 10)",
     )
+    _add_method(bench)
     bench.add_argument(
         "--sanitize",
         action="store_true",
@@ -250,6 +251,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     tune.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
     tune.add_argument("--nvcc", default="nvcc")
+    _add_method(tune)
     _add_extra_root(tune)
     _add_render_limits(tune)
     tune.set_defaults(func=cmd_tune)
@@ -326,6 +328,17 @@ def _add_format(command: argparse.ArgumentParser) -> None:
     )
     command.add_argument(
         "--json", dest="format", action="store_const", const="json", help="--format json"
+    )
+
+
+def _add_method(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--method",
+        choices=("events", "graph"),
+        default="events",
+        help="events: each launch between its own CUDA events (default); graph: kernel against "
+        "kernel, a CUDA graph of launches replayed (kls.bench.graph_timing), for the kernel "
+        "and its cuBLAS baseline alike",
     )
 
 
@@ -845,7 +858,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     options = BenchOptions(
         compile=CompileOptions(mode="build", nvcc=args.nvcc),
-        timing=Timing(max_seconds=args.max_seconds),
+        timing=Timing(max_seconds=args.max_seconds, method=args.method),
         baseline=not args.no_baseline,
         timeout_s=args.timeout,
     )

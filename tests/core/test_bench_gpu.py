@@ -76,3 +76,17 @@ def test_a_faulting_kernel_is_a_message_not_a_crash(tmp_path: Path) -> None:
     assert not report.ok
     assert report.message  # what happened, in words
     assert "Traceback" not in report.message
+
+
+@pytest.mark.parametrize("name", ["sm90_bf16_4096", "torch211_sm90_bf16_4096"])
+def test_graph_method_times_kernel_and_cublas_alike(name: str, tmp_path: Path) -> None:
+    """--method graph: the library's launch captured on the worker's stream and replayed; the
+    cuBLAS baseline captured the same way; both figures name the method."""
+    timing = Timing(warmup_s=0.3, min_seconds=0.2, max_seconds=1.0, method="graph")
+    options = BenchOptions(timing=timing, baseline=True)
+    report = benchmark_instance(SHIPPED.instances[name], options, history=History(tmp_path))
+    assert report.ok, report.message
+    assert report.verification["ok"]
+    assert report.median_ms is not None and report.median_ms > 0
+    assert report.baseline_ms is not None and report.baseline_ms > 0
+    assert report.method.startswith("kernel against kernel: a CUDA graph of")

@@ -181,3 +181,26 @@ def test_the_result_says_the_timing_it_used() -> None:
     """`--max-seconds` changes the method's bound, and the report says the bound it ran with."""
     assert method_of(Timing()) == BenchReport("x", True).method
     assert "or at 2000 samples or 2 s" in method_of(Timing(max_seconds=2))
+    graph = method_of(Timing(method="graph"))
+    assert graph.startswith("kernel against kernel: a CUDA graph of 20 launches replayed")
+    assert "flush" in graph and "subtracted" in graph and "batches of 10" not in graph
+    assert "L2 warm" in method_of(Timing(method="graph", flush_l2=False))
+
+
+@pytest.mark.slow  # a kls process
+def test_graph_method_is_offered_by_bench_and_tune_and_checked() -> None:
+    for command in ("bench", "tune"):
+        done = subprocess.run(
+            [sys.executable, "-m", "kls.cli", command, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert "--method {events,graph}" in done.stdout, done.stdout
+    done = subprocess.run(
+        [sys.executable, "-m", "kls.cli", "bench", str(SHIPPED), "--method", "warm"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and "invalid choice: 'warm'" in done.stderr

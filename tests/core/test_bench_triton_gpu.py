@@ -69,3 +69,13 @@ def test_shipped_flex_forward_verifies_against_torchs_flex_attention(tmp_path: P
     assert report.verification["checked"] == 4 * 16 * 4096 * 128
     assert report.verification["unwritten"] == 0
     assert report.median_ms is not None and report.median_ms > 0
+
+
+def test_graph_method_captures_a_triton_launch(tmp_path: Path) -> None:
+    timing = Timing(warmup_s=0.3, min_seconds=0.2, max_seconds=1.0, method="graph")
+    options = BenchOptions(timing=timing)
+    spec = SHIPPED.instances["triton_bmm_bf16"]
+    report = benchmark_instance(spec, options, history=History(tmp_path))
+    assert report.ok, report.message
+    assert report.median_ms is not None and report.baseline_ms is not None
+    assert "CUDA graph" in report.method

@@ -31,6 +31,9 @@ class Timing:
     target_spread: float = 0.01  # (p75 - p25) / median
     max_seconds: float = 10.0
     flush_l2: bool = True
+    # "events": each launch between its own CUDA events, batches of 10; "graph": a CUDA graph
+    # of launches replayed, a sample a replay (kls.bench.graph_timing: kernel against kernel).
+    method: str = "events"
 
 
 @dataclass

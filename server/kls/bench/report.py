@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kls.bench.graph_timing import GRAPH_LAUNCHES
 from kls.bench.job import BenchJob, Timing
 from kls.dtypes import lookup_dtype
 
@@ -104,6 +105,23 @@ def _element_size(dtype: str) -> int:
 
 def method_of(timing: Timing) -> str:
     """The timing method in words, with the job's own bounds."""
+    stop = (
+        f"stop after >= {timing.min_seconds:g} s and >= {timing.min_samples} samples once "
+        f"(p75-p25)/median <= {timing.target_spread:.0%}, or at {timing.max_samples} samples or "
+        f"{timing.max_seconds:g} s; median reported"
+    )
+    if timing.method == "graph":
+        flushed = (
+            "L2 flushed: a write of 2x L2 (at least 256 MiB) before each launch inside the "
+            "graph, its own time (a graph of flushes alone) subtracted"
+            if timing.flush_l2
+            else "L2 warm"
+        )
+        return (
+            f"kernel against kernel: a CUDA graph of {GRAPH_LAUNCHES} launches replayed, a "
+            f"sample a replay (its time over the launches); {flushed}; warm-up >= "
+            f"{timing.warmup_s:g} s; {stop}"
+        )
     flush = (
         "L2 flushed (2x L2 memset) before each launch, outside the timed region"
         if timing.flush_l2
@@ -111,9 +129,7 @@ def method_of(timing: Timing) -> str:
     )
     return (
         f"warm-up >= {timing.warmup_s:g} s; back-to-back launches in batches of 10, each "
-        f"between its own CUDA events; {flush}; stop after >= {timing.min_seconds:g} s and >= "
-        f"{timing.min_samples} samples once (p75-p25)/median <= {timing.target_spread:.0%}, or "
-        f"at {timing.max_samples} samples or {timing.max_seconds:g} s; median reported"
+        f"between its own CUDA events; {flush}; {stop}"
     )
 
 

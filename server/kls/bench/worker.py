@@ -236,7 +236,8 @@ def measure(
     # Twice the L2, and at least 256 MiB: the flush also keeps the GPU busy while the host runs
     # the entry's own launch work, so that work is not timed as kernel time.
     flush_bytes = max(2 * int(info["l2_bytes"]), FLUSH_MIN_BYTES)
-    flush = cuda.alloc(flush_bytes) if job.timing.flush_l2 else None
+    events = job.timing.method != "graph"  # a graph flushes with its own kernel
+    flush = cuda.alloc(flush_bytes) if job.timing.flush_l2 and events else None
     samples, clocks = time_kernel(cuda, prepared.launch, job, flush, flush_bytes)
     result["timing"] = summarize(samples).to_json()
     result["clocks"] = clocks
@@ -379,6 +380,9 @@ def time_kernel(
     waits once per batch, not per launch: a GPU that idles between launches runs cooler and
     clocks higher than under a real, back-to-back load (measured on an H200: 20 per-launch-
     synced samples read 1.46 ms at 1875 MHz for a GEMM that takes 1.69 ms back to back)."""
+    if job.timing.method == "graph":
+        graphed = graph_batch_or_error(launch, job.timing, flush_bytes, cuda.stream_handle)
+        return sample_batches(graphed, job.timing)
     starts = [cuda.event() for _ in range(BATCH)]
     ends = [cuda.event() for _ in range(BATCH)]
 
@@ -395,6 +399,25 @@ def time_kernel(
         return [cuda.elapsed_ms(starts[i], ends[i]) for i in range(BATCH)] if timed else []
 
     return sample_batches(batch, job.timing)
+
+
+def graph_batch_or_error(
+    launch: Callable[[], None], timing: Timing, flush_bytes: int, stream_handle: int | None
+) -> Callable[[bool], list[float]]:
+    """kls.bench.graph_timing's batch; a launch a CUDA graph cannot capture is a stage error
+    that names the other method."""
+    from kls.bench.graph_timing import graph_batch
+
+    try:
+        return graph_batch(launch, timing.flush_l2, flush_bytes, stream_handle)
+    except ImportError as exc:
+        raise StageError("time", f"--method graph times with torch's CUDA graphs: {exc}") from exc
+    except Exception as exc:  # the capture: a launch that syncs, allocates or copies
+        raise StageError(
+            "time",
+            f"the launch could not be captured in a CUDA graph ({type(exc).__name__}: {exc}); "
+            "--method events times it with CUDA events instead",
+        ) from exc
 
 
 def sample_batches(
@@ -475,7 +498,6 @@ def _torch_baseline(
         return {"available": False, "reason": "the job names no gemm operands"}
     x, w = _as_torch(torch, xh), _as_torch(torch, wh)
     b = _as_torch(torch, bias) if bias is not None and job.beta != 0 else None
-    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
 
     def launch() -> None:
         if b is not None:
@@ -483,6 +505,11 @@ def _torch_baseline(
         else:
             torch.matmul(x, w)
 
+    if job.timing.method == "graph":  # the kernel's own method: kernel against kernel
+        graphed = graph_batch_or_error(launch, job.timing, flush_bytes, None)
+        samples, clocks = sample_batches(graphed, job.timing)
+        return _baseline_result(torch, samples, clocks)
+    flush = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(BATCH)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(BATCH)]
 
@@ -498,6 +525,10 @@ def _torch_baseline(
         return [starts[i].elapsed_time(ends[i]) for i in range(BATCH)] if timed else []
 
     samples, clocks = sample_batches(batch, job.timing)
+    return _baseline_result(torch, samples, clocks)
+
+
+def _baseline_result(torch: Any, samples: list[float], clocks: dict[str, Any]) -> dict[str, Any]:
     return {
         "available": True,
         "library": f"torch {torch.__version__} (cuBLAS)",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import threading
@@ -76,7 +77,14 @@ def run_ops(args: argparse.Namespace, spec: InstanceSpec) -> int:
     """`kls tune` of an instance whose choice is an op (CUTLASS)."""
     from kls.tune.apply import ApplyError, apply_winner, level_to_write
     from kls.tune.plot import svg
-    from kls.tune.runner import TuneError, TuneOptions, Tuner, results_folder
+    from kls.tune.runner import (
+        STAGE1_TIMING,
+        STAGE2_TIMING,
+        TuneError,
+        TuneOptions,
+        Tuner,
+        results_folder,
+    )
 
     if args.ray_address and args.executor != "ray":
         print("kls: --ray-address needs --executor ray", file=sys.stderr)
@@ -89,6 +97,8 @@ def run_ops(args: argparse.Namespace, spec: InstanceSpec) -> int:
         slots=args.jobs,
         compile=CompileOptions(mode="build", nvcc=args.nvcc),
         resume=args.resume,
+        stage1=dataclasses.replace(STAGE1_TIMING, method=args.method),
+        stage2=dataclasses.replace(STAGE2_TIMING, method=args.method),
     )
     line = ProgressLine(sys.stderr)
     tuner = Tuner(spec, options, line)

@@ -63,7 +63,8 @@ def run_configs(args: argparse.Namespace, spec: InstanceSpec) -> int:
     def say(line: str) -> None:
         print(f"kls tune: {line}", file=sys.stderr, flush=True)
 
-    result = run_config_tune(spec, space, args.limit, args.build_only, found, say)
+    method = str(getattr(args, "method", "events"))
+    result = run_config_tune(spec, space, args.limit, args.build_only, found, say, method=method)
     path = write_result(result, spec)
     applied = ""
     if args.apply:

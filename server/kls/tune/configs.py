@@ -180,6 +180,7 @@ def run_config_tune(
     found: ConfigSpace | None = None,
     progress: Progress | None = None,
     cancel: threading.Event | None = None,
+    method: str = "events",
 ) -> ConfigTuneResult:
     """Tune `spec`'s config over `found` (Inductor's configs and the profile's flags:
     `Profile.config_space`), the tune table and its own config."""
@@ -206,7 +207,8 @@ def run_config_tune(
     history = History(Path(tempfile.mkdtemp(prefix="kls-config-tune-")))
     for i, trial in enumerate(standing, 1):
         say(f"stage 1 {i}/{len(standing)}: {trial.label(keys)}")
-        trial.stage1_ms, device = time_trial(trial, spec, STAGE1, history, cancel)
+        stage1 = dataclasses.replace(STAGE1, method=method)
+        trial.stage1_ms, device = time_trial(trial, spec, stage1, history, cancel)
         result.device = device or result.device
     timed = sorted(
         (t for t in standing if t.stage1_ms is not None), key=lambda t: t.stage1_ms or 0.0
@@ -217,7 +219,8 @@ def run_config_tune(
         finalists.append(current)
     for i, trial in enumerate(finalists, 1):
         say(f"stage 2 {i}/{len(finalists)}: {trial.label(keys)}")
-        trial.stage2_ms, _device = time_trial(trial, spec, Timing(), history, cancel)
+        stage2 = Timing(method=method)
+        trial.stage2_ms, _device = time_trial(trial, spec, stage2, history, cancel)
     return result
 
 
