@@ -175,3 +175,38 @@ def test_the_static_checks_see_the_buffers_the_lowering_makes(
         found = seen[name]
         assert found is not None
         assert (list(found.shape), found.dtype.name) == (made["shape"], made["dtype"]), name
+
+
+def test_int32_is_a_harness_dtype_only_for_tensors_the_worker_fills() -> None:
+    """A block-mask argument is int32 and filled by the worker; any other int32 tensor would
+    be seeded with zeros (uniform [-1, 1] cast) and has no tolerance: refused at setup."""
+    from kls.bench.job import BenchJob, TensorJob
+    from kls.bench.worker import run
+
+    index = TensorJob("KV_IDX", [1, 1, 2, 2], [4, 4, 2, 1], "int32")
+    out = TensorJob("out", [4], [1], "float32", is_output=True)
+    job = BenchJob("", "k", ["KV_IDX", "out"], {"KV_IDX": index, "out": out}, "none")
+    with pytest.raises(StageError, match="dtype int32 is not supported by the harness"):
+        run(job)
+    job.module = {"made": {"KV_IDX": {"fill": "block:kv_indices"}}}
+    try:
+        run(job)
+    except StageError as exc:  # past the dtype check: no GPU (or no module) here
+        assert "dtype int32" not in str(exc)
+
+
+@pytest.mark.slow
+@needs_torch_source
+@needs_torch
+def test_a_mask_that_reads_the_head_has_no_flex_reference(tmp_path: Path) -> None:
+    (tmp_path / "heads.py").write_text(
+        "def first_head_sees_all(b, h, q_idx, kv_idx):\n    return (h == 0) | (q_idx >= kv_idx)\n"
+    )
+    mods = 'mask_mod = "heads.py:first_head_sees_all"'
+    spec = _project(tmp_path, FORWARD, mods, [1, 2, 256, 64], [1, 2, 256, 64])
+    reference = profile("triton").bench_reference(spec, _rendered(spec))
+    assert reference == "flex_per_head"
+    from kls.bench.worker import _load_user_reference
+
+    with pytest.raises(StageError, match="reads the batch or head index"):
+        _load_user_reference(reference)

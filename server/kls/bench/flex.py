@@ -73,7 +73,16 @@ def expected_output(torch: Any, flex: dict[str, Any], views: dict[str, Any], mas
         raise StageError("reference", f"score_mod: {exc}") from exc
     q, k, v = (views[flex[n]].float() for n in ("q", "k", "v"))
     gqa = q.shape[1] != k.shape[1]
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # "called without torch.compile": as meant here
-        out = flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, enable_gqa=gqa)
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "called without torch.compile": as meant here
+            out = flex_attention(q, k, v, score_mod=score_mod, block_mask=mask, enable_gqa=gqa)
+    except torch.OutOfMemoryError as exc:
+        scores = q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2] * 4 / 2**30
+        raise StageError(
+            "reference",
+            f"the float32 reference ran out of GPU memory (it holds several [B, H, Sq, Skv] "
+            f"score tensors of {scores:.1f} GiB each): verify a smaller instance of the same "
+            'template, or set reference = "none" to time this one without verifying',
+        ) from exc
     return np.asarray(out.double().cpu().numpy(), dtype=np.float64)

@@ -123,7 +123,7 @@ def prepare_module(cuda: Any, job: BenchJob, rng: np.random.Generator) -> Prepar
         raise StageError("setup", str(plan["problem"]))
     kernel, path = load_kernel(plan)
     host, pointers, views = upload_torch(torch, cuda, job, rng)
-    expected = flex_inputs(torch, job, plan, views) if plan.get("flex") else None
+    expected = flex_inputs(torch, job, plan, views, host) if plan.get("flex") else None
     size = plan.get("workspace_bytes") or 0
     workspace = None
     if size:
@@ -147,17 +147,27 @@ def prepare_module(cuda: Any, job: BenchJob, rng: np.random.Generator) -> Prepar
 
 
 def flex_inputs(
-    torch: Any, job: BenchJob, plan: dict[str, Any], views: dict[str, Any]
+    torch: Any,
+    job: BenchJob,
+    plan: dict[str, Any],
+    views: dict[str, Any],
+    host: dict[str, HostTensor],
 ) -> Callable[[], np.ndarray] | None:
-    """A flex kernel's block-mask arguments filled from its mask on the GPU (the host copies
-    keep their seeded data: only the GPU reference reads them), and the reference where the
-    job verifies against flex's own (kls.bench.flex)."""
+    """A flex kernel's block-mask arguments filled from its mask on the GPU (their host copies
+    too: a user's reference reads what the kernel read), and the reference where the job
+    verifies against flex's own (kls.bench.flex)."""
     from kls.bench.flex import block_mask, expected_output, fill_blocks
 
     flex = plan["flex"]
     mask = block_mask(torch, flex, views)
-    fill_blocks(mask, plan.get("made", {}), views)
+    made = plan.get("made", {})
+    fill_blocks(mask, made, views)
     torch.cuda.synchronize()
+    for name, spec in made.items():
+        if str(spec.get("fill", "")).startswith("block:") and name in host and views[name].numel():
+            storage = host[name].storage
+            filled = views[name].detach().contiguous().view(-1).cpu().numpy()
+            storage[: filled.size] = filled
     if job.reference != "flex":
         return None
     return lambda: expected_output(torch, flex, views, mask)

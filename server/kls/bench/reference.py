@@ -268,11 +268,20 @@ def verify_expected(
 # "flex": torch's flex_attention with the instance's mods (kls.bench.flex), for the forward.
 GPU_REFERENCES = frozenset({"flex"})
 # Kernels whose profile names a reference kls does not have yet: a benchmark says what to do.
+_NONE_FOR_NOW = 'reference = "none" times it without verifying'
 PENDING_REFERENCES: dict[str, str] = {
-    op: (
-        f"{op} has no built-in reference in kls yet (its kernel writes partial results or "
-        'gradients): set reference = "refs.py:fn" (your function: the inputs as NumPy arrays '
-        'in, the output out) or reference = "none" to time it without verifying'
-    )
-    for op in ("flex_decoding", "flex_attention_backward")
+    "flex_decoding": (
+        "flex_decoding has no built-in reference in kls yet: its kernel writes each split's "
+        "unnormalised partial output ([B, SPLIT_KV, H, Sq, D]) that Inductor reduces after it; "
+        + _NONE_FOR_NOW
+    ),
+    "flex_attention_backward": (
+        "flex_attention_backward has no built-in reference in kls yet (its kernel writes the "
+        "gradients); " + _NONE_FOR_NOW
+    ),
+    "flex_per_head": (
+        "this flex instance's mask_mod reads the batch or head index (or kls cannot tell): "
+        "kls renders it with one block mask, batch 0 and head 0's, which the kernel applies "
+        "to every head, so torch's flex_attention is no reference for it; " + _NONE_FOR_NOW
+    ),
 }

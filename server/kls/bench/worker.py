@@ -164,8 +164,13 @@ def load_entry(
 
 
 def run(job: BenchJob) -> dict[str, Any]:
+    filled = {
+        name
+        for name, spec in ((job.module or {}).get("made") or {}).items()
+        if str(spec.get("fill", "")).startswith("block:")
+    }
     for tensor in job.tensors.values():
-        if tensor is not None and not supported(tensor.dtype):
+        if tensor is not None and not supported(tensor.dtype) and tensor.name not in filled:
             raise StageError("setup", f"dtype {tensor.dtype} is not supported by the harness")
     # The user's reference is the project's code: imported here, in this worker, never in kls.
     user_reference = _load_user_reference(job.reference)

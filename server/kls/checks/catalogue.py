@@ -167,6 +167,13 @@ RULES: dict[str, Rule] = {
             "a flex instance promises ROWS_GUARANTEED_SAFE or BLOCKS_ARE_CONTIGUOUS and its "
             "mask breaks the promise (the kernel would silently compute a wrong result)",
         ),
+        Rule(
+            "KT815",
+            "triton-flex-promise-unchecked",
+            _W,
+            "a flex instance makes a promise kls cannot decide for its mask (a mask_mod that "
+            "reads the batch or head index, one that cannot be traced or evaluated)",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT852",

@@ -77,8 +77,9 @@ def buffers(model: TemplateModel, instance: InstanceSpec) -> dict[str, Buffer]:
     """The buffer names the template uses, each with its tensor (checks.triton_static's
     binding) and that tensor's key in kls.toml, where it has one."""
     keys = {id(s): n for n, s in instance.tensors.items() if s is not None}
-    return {
-        name: Buffer(name, keys.get(id(spec)), spec)
+    named = {n.lower(): n for n, s in instance.tensors.items() if s is not None}
+    return {  # a tensor the static view reshapes (flex decode's Q) is still kls.toml's own
+        name: Buffer(name, keys.get(id(spec)) or named.get(name.lower()), spec)
         for name, spec in bound_buffers(model, instance).items()
     }
 

@@ -66,6 +66,10 @@ class RenderSession(Protocol):
     def render_sub(self, source: str, context: dict[str, Any]) -> str: ...
 
 
+class ConfigSpaceError(Exception):
+    """The space of a config tune cannot be read for this instance; the message says why."""
+
+
 @dataclass
 class ConfigSpace:
     """What a config tune searches besides the instance's own config and its tune table."""
@@ -74,6 +78,10 @@ class ConfigSpace:
     # Overlays each config is tried with (e.g. {"USE_TMA": True}); [{}]: the configs alone.
     flag_sets: list[dict[str, Any]] = field(default_factory=lambda: [{}])
     notes: list[str] = field(default_factory=list)  # a flag not offered, and why
+    # Each config is whole (flex's: BLOCK_M, BLOCK_N, num_warps, num_stages), so it is tried as
+    # it is; else only the keys the instance itself sets are taken from it (Inductor's mm
+    # configs also carry values its lowering derives).
+    complete: bool = False
 
 
 @dataclass(frozen=True)

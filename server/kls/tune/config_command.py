@@ -12,7 +12,7 @@ from kls.bench.probe import gpu_problem
 from kls.cache_dir import write_atomic
 from kls.instances import InstanceSpec
 from kls.profiles import profile
-from kls.profiles.base import ConfigSpace
+from kls.profiles.base import ConfigSpace, ConfigSpaceError
 from kls.tune.apply import ApplyError, apply_config
 from kls.tune.configs import ConfigTuneResult, run_config_tune, table
 from kls.tune.options import results_folder
@@ -26,10 +26,11 @@ def config_space(spec: InstanceSpec, exhaustive: bool) -> ConfigSpace | None:
     what to do where they cannot be read."""
     try:
         return profile(spec.profile).config_space(spec, exhaustive)
-    except Exception as exc:  # the torch worker's, whatever it is: said in words
+    except ConfigSpaceError as exc:
+        raise RuntimeError(f"cannot read Inductor's configs for '{spec.name}': {exc}") from None
+    except Exception as exc:  # whatever else: said in words, never a traceback
         raise RuntimeError(
-            f"cannot read Inductor's configs for '{spec.name}' ({exc}); kls tune of a Triton "
-            "instance renders through torch: pip install -e '.[torch]' (docs/TRITON.md)"
+            f"cannot read Inductor's configs for '{spec.name}': {type(exc).__name__}: {exc}"
         ) from None
 
 

@@ -128,7 +128,7 @@ def candidates(
     bases = [(own, "flags")]
     bases += [({**own, **combo}, "tune table") for combo in space.combos(tuple(space.variables))]
     bases += [
-        ({**own, **{k: v for k, v in config.items() if k in own}}, "inductor")
+        ({**own, **{k: v for k, v in config.items() if found.complete or k in own}}, "inductor")
         for config in found.configs
     ]
     for config, origin in bases:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kls.findings import Severity
 from kls.instances.schema import UNSET_REFERENCE, InstanceSpec, TensorSpec
-from kls.profiles.base import ConfigSpace, Profile
+from kls.profiles.base import ConfigSpace, ConfigSpaceError, Profile
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker, torch_python
 from kls.profiles.triton.errors import finding_for
@@ -177,6 +177,8 @@ class Triton(Profile):
         launch = getattr(rendered, "launch", None) or {}
         template = str(launch.get("template", ""))
         if "flex" in launch:  # Inductor's flex op, whatever the template's text
+            if launch.get("mask_reads_batch_or_head") is not False:
+                return "flex_per_head"  # the kernel's [1, 1] block mask is batch 0, head 0's
             return "flex" if template == "flex_attention" else template
         if launch.get("inductor_text") and template in MATMUL_TEMPLATES:
             return "gemm"
@@ -190,6 +192,15 @@ class Triton(Profile):
         """Inductor's own configs for the instance's template and tensors, from its lowering
         in the torch worker ([] for a template kls knows no lowering of); for flex, its
         heuristics' configs and flags (kls.profiles.triton.flex_space)."""
+        try:
+            return self._config_space(instance, exhaustive)
+        except WorkerUnavailable as exc:
+            raise ConfigSpaceError(
+                f"{exc}; kls tune of a Triton instance renders through torch: "
+                "pip install -e '.[torch]' (docs/TRITON.md)"
+            ) from None
+
+    def _config_space(self, instance: InstanceSpec, exhaustive: bool) -> ConfigSpace:
         op = flex_op(instance)
         if op is not None:
             return flex_space(instance, op, exhaustive)
@@ -199,7 +210,7 @@ class Triton(Profile):
         answer = shared_worker().render(request)
         error = answer.get("error")
         if error:
-            raise WorkerUnavailable(str(error.get("message", error)))
+            raise ConfigSpaceError(str(error.get("message", error)))
         return ConfigSpace(list(answer.get("configs", [])))
 
     def bench_launch(self, instance: InstanceSpec, rendered: Any) -> dict[str, Any] | None:

@@ -26,10 +26,16 @@ import importlib
 import importlib.util
 import math
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kls.profiles.triton.flex_promises import PROMISES, promise_breaks
+from kls.profiles.triton.flex_promises import (
+    Undecided,
+    mask_reads_batch_or_head,
+    promise_breaks,
+    promises_of,
+)
 from kls.profiles.triton.generate_hook import answering
 from kls.profiles.triton.launch import flex_launch
 
@@ -329,17 +335,40 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
     with open(choice.bmreq.module_path, encoding="utf-8") as f:
         found = {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
     launch = flex_launch(op, choice.bmreq)
-    return {**found, "launch": launch, "promises": broken_promises(torch, req)}
+    launch["mask_reads_batch_or_head"] = mask_reads_batch_or_head(
+        torch, load_mod(req.get("mask_mod"))
+    )
+    return {**found, "launch": launch, "promises": promise_report(torch, req, found["module"])}
 
 
-def broken_promises(torch: Any, req: dict[str, Any]) -> dict[str, str]:
+def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, dict[str, str]]:
     """The promises the instance's options make (ROWS_GUARANTEED_SAFE = true, ...) that its
-    mask breaks, each with where it first breaks; the mask is looked at only when one is made."""
-    made = [p for p in PROMISES if req.get("vars", {}).get(p)]
+    kernel reads: those its mask breaks at the module's BLOCK_N ("broken"), and those kls
+    cannot decide ("undecided"), each with why. The mask is looked at only when one is made."""
+    made = [p for p in promises_of(req["op"]) if req.get("vars", {}).get(p)]
     if not made:
         return {}
     q, k = req["tensors"]["q"], req["tensors"]["k"]
-    backward = req["op"] == "flex_attention_backward"
     sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
-    breaks = promise_breaks(torch, load_mod(req.get("mask_mod")), *sizes, backward)
-    return {p: why for p in made if (why := breaks.get(p))}
+    ref = req.get("mask_mod")
+    try:
+        breaks = promise_breaks(
+            torch, load_mod(ref), *sizes, req["op"], module_block_n(module, req), ref
+        )
+    except Undecided as exc:
+        return {"undecided": dict.fromkeys(made, str(exc))}
+    except Exception as exc:  # the mask's own evaluation (memory, a mod that raises)
+        return {"undecided": dict.fromkeys(made, f"{type(exc).__name__}: {exc}")}
+    return {"broken": {p: why for p in made if (why := breaks.get(p))}}
+
+
+def module_block_n(module: str, req: dict[str, Any]) -> int:
+    """The BLOCK_N the rendered kernel was made with (its constexpr line), else the
+    instance's, else flex's smallest."""
+    found = _BLOCK_N.search(module)
+    if found is not None:
+        return int(found.group(1))
+    return int(req.get("vars", {}).get("BLOCK_N", 16))
+
+
+_BLOCK_N = re.compile(r"^\s*BLOCK_N\s*:\s*tl\.constexpr\s*=\s*(\d+)", re.MULTILINE)

@@ -1,99 +1,212 @@
-"""Flex attention's two promises about a mask, decided from the mask itself (torch worker).
+"""Flex attention's two promises about a mask, decided from the mask itself and the kernel's
+tile size (torch worker).
 
-`ROWS_GUARANTEED_SAFE` promises that every query row attends to at least one key: the kernel
-then skips its guard for a row whose running maximum is still -inf, and a row with no key
-turns into NaN. `BLOCKS_ARE_CONTIGUOUS` promises that the key blocks each query block visits
-(and, in the backward, the query blocks each key block visits) are consecutive: the kernel
-then steps to the next block instead of reading the block list, and a gap makes it read the
-wrong keys. Neither is checked by torch; a wrong promise is a silently wrong result.
+`BLOCKS_ARE_CONTIGUOUS` promises that the key blocks each query block visits (and, in the
+backward, the query blocks each key block visits) are consecutive: the kernel then steps to
+the next block instead of reading the block list, and a gap makes it read the wrong keys. The
+partial and the full lists are walked separately, so each must be consecutive on its own.
+
+`ROWS_GUARANTEED_SAFE` lets the forward kernels skip their guard for a row whose running
+maximum is still -inf. The running maximum starts at -inf and a tile where a row sees no key
+leaves it there; with the guard gone, the next rescale is exp2(-inf - -inf), NaN, and the row
+stays NaN. So the promise holds when, for every row, the first BLOCK_N keys the kernel visits
+(the first partial block's, else the first full block's, which are all unmasked) include one
+the row attends to. A query block with no block at all runs no tile and is written as zeros
+either way. Flex decoding restarts the running maximum at each split of the keys, which kls
+does not model: there every BLOCK_N tile of every partial block must hold a key for every row.
+The backward kernel does not read the flag.
 
 The mask is the instance's mask_mod over [Sq, Skv] for batch 0 and head 0, as the render's
-block mask is made (create_block_mask with B and H broadcast), in flex's default blocks of
-128. Rows are decided exactly: a query block with a full key block is safe throughout, one
-with no block is not, and only the rows of query blocks with partial blocks alone are
-evaluated, element by element, over those blocks.
+block mask is made (batch and heads broadcast), in flex's blocks of 128, evaluated one strip of
+128 query rows at a time (memory O(128 x Skv)); positions past Sq or Skv count as masked, as
+create_block_mask pads them. A mask_mod that reads the batch or head index has no single
+block mask: its promises stay undecided. A score_mod that returns -inf is not analysed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 ROWS_SAFE = "ROWS_GUARANTEED_SAFE"
 CONTIGUOUS = "BLOCKS_ARE_CONTIGUOUS"
 PROMISES = (ROWS_SAFE, CONTIGUOUS)
 BLOCK = 128  # flex's default block mask block size, as the render uses
-PLURAL = {"query": "queries", "key": "keys"}
+EMPTY, PARTIAL, FULL = 0, 1, 2
+_CACHE: dict[tuple[Any, ...], dict[str, str | None]] = {}
+
+
+class Undecided(Exception):
+    """kls cannot decide the promises for this mask; the message says why."""
+
+
+def promises_of(op: str) -> tuple[str, ...]:
+    """The promises the op's kernel reads."""
+    return (CONTIGUOUS,) if op == "flex_attention_backward" else PROMISES
 
 
 def promise_breaks(
-    torch: Any, mask_mod: Callable[..., Any] | None, sq: int, skv: int, backward: bool
+    torch: Any,
+    mask_mod: Callable[..., Any] | None,
+    sq: int,
+    skv: int,
+    op: str,
+    block_n: int,
+    mask_ref: str | None = None,
 ) -> dict[str, str | None]:
-    """For each promise: None where the mask keeps it, else where it first breaks, in words."""
-    if mask_mod is None:  # flex's own mask: every query attends to every key
-        return {ROWS_SAFE: None if skv > 0 else "there are no keys", CONTIGUOUS: None}
-    from torch.nn.attention.flex_attention import create_block_mask
-
-    blocks = create_block_mask(mask_mod, None, None, sq, skv, device="cpu", BLOCK_SIZE=BLOCK)
-    lists = [("key", "query", blocks.kv_num_blocks, blocks.kv_indices)]
-    lists.append(("key", "query", blocks.full_kv_num_blocks, blocks.full_kv_indices))
-    if backward:
-        lists.append(("query", "key", blocks.q_num_blocks, blocks.q_indices))
-        lists.append(("query", "key", blocks.full_q_num_blocks, blocks.full_q_indices))
-    gap = next((g for g in (_first_gap(*entry) for entry in lists) if g), None)
-    return {ROWS_SAFE: _first_unsafe_row(torch, mask_mod, blocks, sq, skv), CONTIGUOUS: gap}
-
-
-def _first_gap(visited: str, owner: str, counts: Any, indices: Any) -> str | None:
-    """The first block whose list of visited blocks skips one, in words (None: none does)."""
-    if counts is None or indices is None:
-        return None
-    for row in range(int(counts.shape[-1])):
-        n = int(counts[0, 0, row])
-        listed = [int(i) for i in indices[0, 0, row, :n]]
-        for a, b in itertools.pairwise(listed):
-            if b != a + 1:
-                return (
-                    f"{owner} block {row} ({PLURAL[owner]} {row * BLOCK}-"
-                    f"{(row + 1) * BLOCK - 1}) visits "
-                    f"{visited} block {b} after {visited} block {a}"
-                )
-    return None
-
-
-def _first_unsafe_row(
-    torch: Any, mask_mod: Callable[..., Any], blocks: Any, sq: int, skv: int
-) -> str | None:
-    """The first query row that attends to no key, in words (None: every row attends)."""
-    partial, full = blocks.kv_num_blocks[0, 0], blocks.full_kv_num_blocks
-    for qb in range((sq + BLOCK - 1) // BLOCK):
-        if full is not None and int(full[0, 0, qb]) > 0:
-            continue
-        n = int(partial[qb])
-        if n == 0:
-            return f"query row {qb * BLOCK} attends to no key (its whole block is masked)"
-        rows = torch.arange(qb * BLOCK, min((qb + 1) * BLOCK, sq))
-        cols = torch.cat(
-            [
-                torch.arange(int(kb) * BLOCK, min((int(kb) + 1) * BLOCK, skv))
-                for kb in blocks.kv_indices[0, 0, qb, :n]
-            ]
+    """For each promise the op's kernel reads: None where the mask keeps it at this BLOCK_N,
+    else where it first breaks, in words. Raises Undecided. Cached by the mods file's content
+    when `mask_ref` ("/abs/file.py:name") is given."""
+    if mask_mod is None:  # flex's own one-block mask: every query attends to every key
+        return dict.fromkeys(promises_of(op))
+    key = _cache_key(mask_ref, sq, skv, op, block_n)
+    if key is not None and key in _CACHE:
+        return dict(_CACHE[key])
+    if reads_batch_or_head(torch, mask_mod):
+        raise Undecided(
+            "the mask_mod reads the batch or head index, and kls builds one block mask for "
+            "batch 0, head 0"
         )
-        attends = _evaluate(torch, mask_mod, rows, cols).any(dim=1)
-        if not bool(attends.all()):
-            row = int(rows[int((~attends).nonzero()[0, 0])])
-            return f"query row {row} attends to no key"
-    return None
+    classes = np.zeros(((sq + BLOCK - 1) // BLOCK, (skv + BLOCK - 1) // BLOCK), dtype=np.int8)
+    unsafe: str | None = None
+    for qb, strip in _strips(torch, mask_mod, sq, skv):
+        classes[qb] = _classify(strip, skv)
+        if unsafe is None and ROWS_SAFE in promises_of(op):
+            unsafe = _unsafe_row(strip, classes[qb], qb, skv, block_n, op == "flex_decoding")
+    found: dict[str, str | None] = {CONTIGUOUS: _first_gap(classes, op)}
+    if ROWS_SAFE in promises_of(op):
+        found = {ROWS_SAFE: unsafe, **found}
+    if key is not None:
+        _CACHE[key] = dict(found)
+    return found
 
 
-def _evaluate(torch: Any, mask_mod: Callable[..., Any], rows: Any, cols: Any) -> Any:
-    """mask_mod over rows x cols for batch 0 and head 0, vectorised as flex does (vmap over
-    the key index, then the query index)."""
+def _cache_key(ref: str | None, *rest: Any) -> tuple[Any, ...] | None:
+    if not ref:
+        return None
+    try:
+        digest = hashlib.sha256(Path(ref.rpartition(":")[0]).read_bytes()).hexdigest()
+    except OSError:
+        return None
+    return (ref, digest, *rest)
+
+
+def mask_reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any] | None) -> bool | None:
+    """reads_batch_or_head, None where it cannot be told (or there is no mask_mod: False)."""
+    if mask_mod is None:
+        return False
+    try:
+        return reads_batch_or_head(torch, mask_mod)
+    except Undecided:
+        return None
+
+
+def reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any]) -> bool:
+    """Whether the mask_mod's value depends on its batch or head argument (its traced graph
+    uses them); a mod that cannot be traced is Undecided."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    indices = [torch.zeros((), dtype=torch.int32) for _ in range(4)]  # one each: one proxy each
+    try:
+        graph = make_fx(mask_mod)(*indices).graph
+    except Exception as exc:
+        raise Undecided(f"the mask_mod could not be traced ({type(exc).__name__}: {exc})") from exc
+    arguments = [n for n in graph.nodes if n.op == "placeholder"]
+    return any(len(n.users) > 0 for n in arguments[:2])
+
+
+def _strips(
+    torch: Any, mask_mod: Callable[..., Any], sq: int, skv: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(query block, its rows' mask over every key as a bool array), one block at a time."""
     zero = torch.zeros((), dtype=torch.int64)
 
     def one(q: Any, kv: Any) -> Any:
         return mask_mod(zero, zero, q, kv)
 
     grid = torch.vmap(torch.vmap(one, in_dims=(None, 0)), in_dims=(0, None))
-    return grid(rows, cols).to(torch.bool)
+    keys = torch.arange(skv)
+    for qb in range((sq + BLOCK - 1) // BLOCK):
+        rows = torch.arange(qb * BLOCK, min((qb + 1) * BLOCK, sq))
+        yield qb, grid(rows, keys).to(torch.bool).numpy()
+
+
+def block_classes(
+    torch: Any, mask_mod: Callable[..., Any], sq: int, skv: int
+) -> np.ndarray:
+    """[query block, key block] -> EMPTY, PARTIAL or FULL, as create_block_mask classes the
+    blocks (its lists hold, in ascending order, the PARTIAL and the FULL ones)."""
+    classes = np.zeros(((sq + BLOCK - 1) // BLOCK, (skv + BLOCK - 1) // BLOCK), dtype=np.int8)
+    for qb, strip in _strips(torch, mask_mod, sq, skv):
+        classes[qb] = _classify(strip, skv)
+    return classes
+
+
+def _classify(strip: np.ndarray, skv: int) -> np.ndarray:
+    """Each key block of one query block's strip: EMPTY, PARTIAL or FULL (a block that runs
+    past Sq or Skv is padded with masked positions, so it is never FULL)."""
+    nkv = (skv + BLOCK - 1) // BLOCK
+    padded = np.zeros((BLOCK, nkv * BLOCK), dtype=bool)
+    padded[: strip.shape[0], :skv] = strip
+    blocks = padded.reshape(BLOCK, nkv, BLOCK)
+    seen, whole = blocks.any(axis=(0, 2)), blocks.all(axis=(0, 2))
+    return np.where(whole, FULL, np.where(seen, PARTIAL, EMPTY)).astype(np.int8)
+
+
+def _unsafe_row(
+    strip: np.ndarray, classes: np.ndarray, qb: int, skv: int, block_n: int, decode: bool
+) -> str | None:
+    """The first row of this query block that sees no key in a tile the promise needs one in,
+    in words (None: every row does)."""
+    partial = np.flatnonzero(classes == PARTIAL)
+    if len(partial) == 0:  # full blocks first (all keys), or no tile at all
+        return None
+    tiles = (
+        [(int(p) * BLOCK + t, int(p)) for p in partial for t in range(0, BLOCK, block_n)]
+        if decode
+        else [(int(partial[0]) * BLOCK, int(partial[0]))]
+    )
+    for start, block in tiles:
+        if start >= skv:
+            continue
+        stop = min(start + block_n, skv)
+        blind = ~strip[:, start:stop].any(axis=1)
+        if blind.any():
+            row = qb * BLOCK + int(np.argmax(blind))
+            where = f"keys {start}-{stop - 1}, key block {block}"
+            if decode:
+                return (
+                    f"query row {row} sees no key in the BLOCK_N={block_n} tile of {where} "
+                    "(flex decoding starts each split's running maximum afresh, so kls asks "
+                    "every tile of a partial block for a key)"
+                )
+            return (
+                f"query row {row} sees no key in the first BLOCK_N={block_n} keys its block "
+                f"visits ({where})"
+            )
+    return None
+
+
+def _first_gap(classes: np.ndarray, op: str) -> str | None:
+    """The first block whose partial or full list of visited blocks skips one, in words."""
+    sides = [("query", "key", classes)]
+    if op == "flex_attention_backward":
+        sides.append(("key", "query", classes.T))
+    for owner, visited, table in sides:
+        for row in range(table.shape[0]):
+            for kind in (PARTIAL, FULL):
+                listed = np.flatnonzero(table[row] == kind)
+                for a, b in itertools.pairwise(int(i) for i in listed):
+                    if b != a + 1:
+                        first, last = row * BLOCK, (row + 1) * BLOCK - 1
+                        plural = "queries" if owner == "query" else "keys"
+                        return (
+                            f"{owner} block {row} ({plural} {first}-{last}) visits {visited} "
+                            f"block {b} after {visited} block {a}"
+                        )
+    return None

@@ -38,7 +38,7 @@ def _tensor(spec: TensorSpec) -> dict[str, Any]:
     return {"shape": list(spec.shape), "stride": list(spec.stride), "dtype": spec.dtype.name}
 
 
-def _qkv(instance: InstanceSpec) -> dict[str, TensorSpec] | None:
+def qkv_of(instance: InstanceSpec) -> dict[str, TensorSpec] | None:
     """q, k and v (any case), each of rank 4; None when one is missing or of another rank."""
     found = {n.lower(): s for n, s in instance.tensors.items() if s is not None}
     specs = {n: found.get(n) for n in QKV}
@@ -57,8 +57,15 @@ def _mod_digest(ref: str | None) -> str | None:
         return None
 
 
+def missing_qkv(op: str) -> str:
+    return (
+        f"a {op} instance declares q, k and v, each [B, H, S, D] (e.g. tensors.q = "
+        '{ shape = [4, 16, 4096, 128], dtype = "bf16" }); Inductor makes the other buffers'
+    )
+
+
 def flex_request(instance: InstanceSpec, op: str, text: str) -> dict[str, Any]:
-    qkv = _qkv(instance) or {}
+    qkv = qkv_of(instance) or {}
     return {
         "kind": "flex",
         "op": op,
@@ -111,13 +118,9 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
         result.findings.append(RuntimeFinding("KT105", Severity.ERROR, message, None))
         return result
     result.files = list(joined.paths)
-    if _qkv(instance) is None:
-        message = (
-            f"a {op} instance declares q, k and v, each [B, H, S, D] (e.g. tensors.q = "
-            '{ shape = [4, 16, 4096, 128], dtype = "bf16" }); Inductor makes the other buffers'
-        )
+    if qkv_of(instance) is None:
         result.findings.append(
-            RuntimeFinding("KT801", Severity.ERROR, message, _config_site(instance))
+            RuntimeFinding("KT801", Severity.ERROR, missing_qkv(op), _config_site(instance))
         )
         return result
     try:
@@ -167,8 +170,8 @@ def bench_launch(instance: InstanceSpec, op: str, answer: dict[str, Any]) -> dic
 # What each promise lets the kernel skip, and what a broken one then does.
 PROMISED = {
     "ROWS_GUARANTEED_SAFE": (
-        "every query row attends to at least one key",
-        "a row with no key comes out NaN",
+        "every row's running maximum is finite after its first tile of keys",
+        "the row comes out NaN",
     ),
     "BLOCKS_ARE_CONTIGUOUS": (
         "the blocks each block visits are consecutive",
@@ -177,25 +180,38 @@ PROMISED = {
 }
 
 
-def promise_findings(instance: InstanceSpec, broken: dict[str, str]) -> list[RuntimeFinding]:
-    """KT814 at the kls.toml line of each promise the instance makes and its mask breaks."""
-    if not broken:
+def promise_findings(
+    instance: InstanceSpec, report: dict[str, dict[str, str]]
+) -> list[RuntimeFinding]:
+    """At the kls.toml line of each promise the instance makes: KT814 where its mask breaks
+    it, KT815 where kls cannot decide it."""
+    broken, undecided = report.get("broken") or {}, report.get("undecided") or {}
+    if not broken and not undecided:
         return []
     try:
         text = instance.config_path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         text = ""
+
+    def site(name: str) -> Site:
+        at = instance_key_range(instance.config_path, text, instance.name, "vars", name)
+        return Site(str(instance.config_path), at.start.line)
+
     found = []
     for name, why in broken.items():
         promise, effect = PROMISED.get(name, ("what it says", "it computes a wrong result"))
-        at = instance_key_range(instance.config_path, text, instance.name, "vars", name)
         message = (
             f"{name} = true promises that {promise}, and this instance's mask breaks it: "
             f"{why}. The kernel trusts the promise ({effect}): remove {name} (kls tune "
             "offers it only where the mask keeps it)"
         )
-        site = Site(str(instance.config_path), at.start.line)
-        found.append(RuntimeFinding("KT814", Severity.ERROR, message, site))
+        found.append(RuntimeFinding("KT814", Severity.ERROR, message, site(name)))
+    for name, why in undecided.items():
+        message = (
+            f"kls cannot check {name} = true for this mask ({why}); the kernel trusts it: "
+            "verify the output (kls bench) before relying on it"
+        )
+        found.append(RuntimeFinding("KT815", Severity.WARNING, message, site(name)))
     return found
 
 
@@ -229,7 +245,7 @@ def static_view(instance: InstanceSpec) -> InstanceSpec:
     Inductor passes, in def_kernel's order, then the output, and USE_TMA (off unless given);
     any other instance as it is."""
     op = flex_op(instance)
-    qkv = _qkv(instance) if op is not None else None
+    qkv = qkv_of(instance) if op is not None else None
     if op is None or qkv is None:
         return instance
     q, k, v = qkv["q"], qkv["k"], qkv["v"]

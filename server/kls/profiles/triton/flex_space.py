@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from kls.instances.schema import InstanceSpec
-from kls.profiles.base import ConfigSpace
-from kls.profiles.triton.client import WorkerUnavailable, shared_worker
+from kls.profiles.base import ConfigSpace, ConfigSpaceError
+from kls.profiles.triton.client import shared_worker
 from kls.profiles.triton.flex_parts import concatenation
-from kls.profiles.triton.flex_render import flex_request
+from kls.profiles.triton.flex_render import flex_request, missing_qkv, qkv_of
 
 TMA = "USE_TMA"
 
@@ -28,16 +28,24 @@ def flag_sets(kept: list[str]) -> list[dict[str, Any]]:
 
 def flex_space(instance: InstanceSpec, op: str, exhaustive: bool) -> ConfigSpace:
     """The flex instance's space, from one torch-worker request (raises WorkerUnavailable
-    with the worker's message where it cannot answer)."""
-    text = concatenation(instance, op, {}).text
+    where there is no torch worker, ConfigSpaceError where it cannot answer)."""
+    if qkv_of(instance) is None:
+        raise ConfigSpaceError(f"{instance.name}: {missing_qkv(op)}")
+    try:
+        text = concatenation(instance, op, {}).text
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigSpaceError(f"cannot read the {op} template's parts: {exc}") from exc
     request = {**flex_request(instance, op, text), "kind": "flex_tune", "exhaustive": exhaustive}
     answer = shared_worker().render(request)
     error = answer.get("error")
     if error:
-        raise WorkerUnavailable(str(error.get("message", error)))
+        raise ConfigSpaceError(str(error.get("message", error)))
     breaks: dict[str, str | None] = answer.get("promises", {})
     kept = [name for name, why in breaks.items() if why is None]
     notes = [
         f"{name} is not offered: the mask breaks it ({why})" for name, why in breaks.items() if why
     ]
-    return ConfigSpace(list(answer.get("configs", [])), flag_sets(kept), notes)
+    if answer.get("undecided"):
+        notes.append(f"no promise is offered: {answer['undecided']}")
+    configs = list(answer.get("configs", []))
+    return ConfigSpace(configs, flag_sets(kept), notes, complete=True)
