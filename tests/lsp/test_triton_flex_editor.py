@@ -27,18 +27,24 @@ vars = { BLOCK_M = 64, BLOCK_N = 64 }
 """
 
 
-@needs_torch
-@needs_torch_source
-@pytest.mark.slow
-async def test_an_unsaved_edit_to_a_part_is_diagnosed_on_its_line(tmp_path: Path) -> None:
+def _flex_project(tmp_path: Path) -> None:
+    """The forward's three parts copied from the torch source (made here, never stored), a
+    causal mask and the instance."""
     folder = require_torch_source().package / "_inductor/kernel/flex/templates"
-    for name in PARTS:  # a copy made here, never stored
+    for name in PARTS:
         text = (folder / f"{name}.py.jinja").read_text(encoding="utf-8")
         (tmp_path / f"{name}.py.jinja").write_text(text, encoding="utf-8")
     (tmp_path / "mods.py").write_text(
         "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
     )
     (tmp_path / "kls.toml").write_text(CONFIG)
+
+
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+async def test_an_unsaved_edit_to_a_part_is_diagnosed_on_its_line(tmp_path: Path) -> None:
+    _flex_project(tmp_path)
     common = tmp_path / "common.py.jinja"
     edited = common.read_text().replace("def forward_inner(", "def forward_inner(:", 1)
     line = edited.split("\n").index(next(t for t in edited.split("\n") if "forward_inner(:" in t))
@@ -63,14 +69,7 @@ async def test_hover_on_a_flex_buffer_names_its_tensor_or_says_inductor_makes_it
 ) -> None:
     """Untrusted (the static layer only): def_kernel's Q is kls.toml's q; LSE is a buffer
     Inductor's lowering makes, with the shape it makes."""
-    folder = require_torch_source().package / "_inductor/kernel/flex/templates"
-    for name in PARTS:  # a copy made here, never stored
-        text = (folder / f"{name}.py.jinja").read_text(encoding="utf-8")
-        (tmp_path / f"{name}.py.jinja").write_text(text, encoding="utf-8")
-    (tmp_path / "mods.py").write_text(
-        "def causal(b, h, q_idx, kv_idx):\n    return q_idx >= kv_idx\n"
-    )
-    (tmp_path / "kls.toml").write_text(CONFIG)
+    _flex_project(tmp_path)
     path = tmp_path / "flex_attention.py.jinja"
     text = path.read_text()
     lines = text.split("\n")

@@ -136,9 +136,7 @@ def _strips(
         yield qb, grid(rows, keys).to(torch.bool).numpy()
 
 
-def block_classes(
-    torch: Any, mask_mod: Callable[..., Any], sq: int, skv: int
-) -> np.ndarray:
+def block_classes(torch: Any, mask_mod: Callable[..., Any], sq: int, skv: int) -> np.ndarray:
     """[query block, key block] -> EMPTY, PARTIAL or FULL, as create_block_mask classes the
     blocks (its lists hold, in ascending order, the PARTIAL and the FULL ones)."""
     classes = np.zeros(((sq + BLOCK - 1) // BLOCK, (skv + BLOCK - 1) // BLOCK), dtype=np.int8)
