@@ -355,6 +355,22 @@ class Workbench:
         toasts = self.page.locator(".notification-toast .notification-list-item-message")
         return [str(t) for t in toasts.all_inner_texts()]
 
+    def problems(self) -> list[str]:
+        """The Problems panel's marker rows (their accessible text: message, source, code,
+        line), the panel opened where it is not."""
+        panel = self.page.locator(".markers-panel")
+        if panel.count() == 0 or not panel.first.is_visible():
+            self.command("View: Focus Problems")
+        panel.first.wait_for(state="visible")
+        rows = self.page.locator(".markers-panel .monaco-list-row[aria-label]")
+        # A file's header row ("2 problems in file t.cu.jinja of folder .") then one a marker.
+        return [
+            f"{rows.nth(i).get_attribute('aria-label')} | {rows.nth(i).inner_text()}".replace(
+                "\n", " "
+            )
+            for i in range(rows.count())
+        ]
+
     def problem_count(self) -> tuple[int, int]:
         """(errors, warnings) as the status bar shows them."""
         label = self.status_label("status.problems")
@@ -477,5 +493,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
                 workbench.page.screenshot(path=str(target / name))
                 report.sections.append(("screenshot", str(target / name)))
                 report.sections.append(("workbench", workbench.debug()))
+                report.sections.append(("problems", "\n".join(workbench.problems())))
             except Exception as error:  # the page may be gone; the failure says the rest
                 report.sections.append(("screenshot", f"none: {error}"))

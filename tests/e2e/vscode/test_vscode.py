@@ -55,19 +55,7 @@ def line_of(path: Path, needle: str) -> tuple[int, str]:
 
 
 def problems_rows(vs: Workbench) -> list[str]:
-    """The Problems panel's marker rows (their accessible text: message, source, code, line)."""
-    if (
-        vs.page.locator(".markers-panel").count() == 0
-        or not vs.page.locator(".markers-panel").first.is_visible()
-    ):
-        vs.command("View: Focus Problems")
-    vs.page.locator(".markers-panel").first.wait_for(state="visible")
-    rows = vs.page.locator(".markers-panel .monaco-list-row[aria-label]")
-    # A file's header row ("2 problems in file t.cu.jinja of folder .") then one row a marker.
-    return [
-        f"{rows.nth(i).get_attribute('aria-label')} | {rows.nth(i).inner_text()}".replace("\n", " ")
-        for i in range(rows.count())
-    ]
+    return vs.problems()
 
 
 def file_errors(vs: Workbench, name: str) -> list[str]:
