@@ -174,6 +174,13 @@ RULES: dict[str, Rule] = {
             "a flex instance makes a promise kls cannot decide for its mask (a mask_mod that "
             "reads the batch or head index, one that cannot be traced or evaluated)",
         ),
+        Rule(
+            "KT816",
+            "triton-config-overridden",
+            _W,
+            "Inductor's lowering made the kernel with another value of a config variable than "
+            "kls.toml gives (flex's USE_TMA where TMA cannot be used)",
+        ),
         Rule("KT851", "triton-module-syntax", _E, "the rendered Triton module is not valid Python"),
         Rule(
             "KT852",

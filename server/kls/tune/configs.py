@@ -32,6 +32,7 @@ from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.tune_table import TuneSpace
 from kls.profiles.base import ConfigSpace
+from kls.profiles.triton.overridden import constexprs, overridden, printed_value
 
 LAUNCH = ("num_warps", "num_stages")
 STAGE1 = Timing(warmup_s=0.2, min_samples=10, min_seconds=0.2, max_samples=200, max_seconds=1.5)
@@ -52,6 +53,12 @@ class ConfigTrial:
     verified: bool = False
     registers: int | None = None
     shared_bytes: int | None = None
+    # Every constexpr the compiled module prints (NAME -> value): the kernel as made, to tell
+    # two candidates that Inductor made alike. Not kept in the results file.
+    made: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "made"}
 
     def label(self, keys: tuple[str, ...] | None = None) -> str:
         """The config in words: `keys` only (those that vary among the trials), else all."""
@@ -89,8 +96,8 @@ class ConfigTuneResult:
             "method": self.method,
             "build_only": self.build_only,
             "notes": self.notes,
-            "trials": [dataclasses.asdict(t) for t in self.trials],
-            "winner": dataclasses.asdict(winner) if winner else None,
+            "trials": [t.to_json() for t in self.trials],
+            "winner": winner.to_json() if winner else None,
         }
 
 
@@ -149,6 +156,29 @@ def prune(trial: ConfigTrial, spec: InstanceSpec, cancel: threading.Event | None
     if not built.ok:
         first = built.errors[0] if built.errors else None
         trial.problem = f"{first.code}: {first.message}" if first else "compile failed"
+        return
+    module = (built.rendered.text if built.rendered is not None else None) or ""
+    trial.made = {k: printed_value(v) for k, v in constexprs(module).items()}
+    variables = {k: v for k, v in trial.config.items() if k not in LAUNCH}
+    changed = overridden(variables, module) if module else {}
+    # The config as Inductor made the kernel (flex's USE_TMA turned off where TMA cannot be
+    # used): what runs, what is timed, what --apply writes.
+    trial.config = {**trial.config, **{k: printed_value(v) for k, v in changed.items()}}
+
+
+def drop_repeats(trials: list[ConfigTrial], keys: tuple[str, ...]) -> None:
+    """A candidate whose kernel, as made, is an earlier one's is dropped, naming that one (a
+    key a config leaves out counts with the value the module printed for it)."""
+    every = sorted({k for t in trials for k in t.config})
+    seen: dict[str, ConfigTrial] = {}
+    for trial in trials:
+        if trial.problem:
+            continue
+        made = {k: trial.config.get(k, trial.made.get(k)) for k in every}
+        first = seen.setdefault(json.dumps(made, sort_keys=True, default=str), trial)
+        if first is not trial:
+            same = "the instance's own" if first.origin == "current" else first.label(keys)
+            trial.problem = f"KT816: Inductor's lowering made the same kernel as {same}"
 
 
 def time_trial(
@@ -201,6 +231,7 @@ def run_config_tune(
     for i, trial in enumerate(result.trials, 1):
         say(f"compiling {i}/{len(result.trials)}: {trial.label(keys)}")
         prune(trial, spec, cancel)
+    drop_repeats(result.trials, keys)
     standing = [t for t in result.trials if not t.problem]
     if build_only or not standing:
         return result

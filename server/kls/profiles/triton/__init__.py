@@ -22,6 +22,7 @@ from kls.profiles.triton.errors import finding_for
 from kls.profiles.triton.flex_parts import flex_op
 from kls.profiles.triton.flex_render import render_flex
 from kls.profiles.triton.flex_space import flex_space
+from kls.profiles.triton.overridden import overridden_findings
 from kls.profiles.triton.tensors import output_name
 from kls.runtime.kernel import SIGNATURE_C_NAMES
 from kls.runtime.record import RuntimeFinding, Site
@@ -156,6 +157,7 @@ class Triton(Profile):
         launch = answer.get("launch")
         written = launch.get("output_stride") if isinstance(launch, dict) else None
         result.findings.extend(_layout_findings(instance, written))
+        result.findings.extend(overridden_findings(instance, module))
         result.launch = launch if isinstance(launch, dict) else None
         result.source_map = SourceMap(
             [

@@ -19,12 +19,12 @@ from typing import Any
 
 from kls.dtypes import lookup_dtype
 from kls.findings import Severity
-from kls.instances.locate import instance_key_range
 from kls.instances.schema import InstanceSpec, TensorSpec, contiguous_strides
 from kls.profiles.triton.align import align
 from kls.profiles.triton.client import WorkerUnavailable, shared_worker
 from kls.profiles.triton.errors import finding_for
 from kls.profiles.triton.flex_parts import Concatenation, concatenation, flex_op
+from kls.profiles.triton.overridden import overridden_findings, var_site
 from kls.runtime.record import RuntimeFinding, Site
 from kls.runtime.result import RenderResult
 from kls.sourcemap import Origin, SourceMap
@@ -136,6 +136,7 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
     module = str(answer.get("module", ""))
     result.text = module
     result.findings.extend(promise_findings(instance, answer.get("promises") or {}))
+    result.findings.extend(overridden_findings(instance, module))
     result.launch = bench_launch(instance, op, answer)
     origins = [
         Origin(*joined.origin(line)) if line is not None else None
@@ -188,14 +189,9 @@ def promise_findings(
     broken, undecided = report.get("broken") or {}, report.get("undecided") or {}
     if not broken and not undecided:
         return []
-    try:
-        text = instance.config_path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        text = ""
 
     def site(name: str) -> Site:
-        at = instance_key_range(instance.config_path, text, instance.name, "vars", name)
-        return Site(str(instance.config_path), at.start.line)
+        return var_site(instance, name)
 
     found = []
     for name, why in broken.items():
