@@ -79,3 +79,20 @@ def test_graph_method_captures_a_triton_launch(tmp_path: Path) -> None:
     assert report.ok, report.message
     assert report.median_ms is not None and report.baseline_ms is not None
     assert "CUDA graph" in report.method
+
+
+def test_one_serving_worker_runs_several_jobs(tmp_path: Path) -> None:
+    """kls tune's config search: every candidate in one `kls.bench.worker --serve`."""
+    from kls.tune.configs import bench_session, runner_of
+
+    spec = SHIPPED.instances["triton_bmm_bf16"]
+    session = bench_session(spec)
+    try:
+        options = BenchOptions(timing=QUICK.timing, baseline=False, runner=runner_of(session))
+        first = benchmark_instance(spec, options, history=History(tmp_path))
+        process = session.proc.pid if session.proc is not None else None
+        second = benchmark_instance(spec, options, history=History(tmp_path))
+        assert first.ok and second.ok, (first.message, second.message)
+        assert session.proc is not None and session.proc.pid == process and session.restarts == 0
+    finally:
+        session.finish()

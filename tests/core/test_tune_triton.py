@@ -115,3 +115,19 @@ def test_without_a_gpu_it_says_so_before_compiling_anything(project: Path) -> No
     assert done.returncode == 2
     assert "no usable NVIDIA GPU" in done.stderr and "--build-only" in done.stderr
     assert "compiling" not in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_serving_benchmark_worker_says_when_there_is_no_gpu(project: Path) -> None:
+    """kls tune's config search runs every candidate in one `kls.bench.worker --serve`; on a
+    machine without a GPU it does not start, and says why in words."""
+    from kls.bench.probe import gpu_problem
+    from kls.tune.configs import bench_session
+    from kls.tune.gpu import GpuUnavailable
+
+    if gpu_problem() is None:
+        pytest.skip("this machine has a GPU")
+    session = bench_session(_spec(project))  # type: ignore[arg-type]
+    with pytest.raises(GpuUnavailable, match=r"no usable NVIDIA GPU|cuda-python"):
+        session.start()
+    session.finish()

@@ -16,7 +16,7 @@ from kls.bench.history import History
 from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.reference import PENDING_REFERENCES
 from kls.bench.report import BenchReport, build_report
-from kls.bench.runner import run_worker
+from kls.bench.runner import WorkerOutcome, run_worker
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.schema import UNSET_REFERENCE
@@ -39,6 +39,9 @@ class BenchOptions:
     timeout_s: float = 300.0
     seed: int = 0
     worker: list[str] | None = None  # another worker command (tests use stand-ins)
+    # A long-lived worker to run the job in (kls tune's config search: one process for all
+    # its candidates) in place of a fresh one a job.
+    runner: Callable[[BenchJob], WorkerOutcome] | None = None
 
 
 def source_hash(text: str) -> str:
@@ -211,8 +214,11 @@ def benchmark_instance(
     if job is None or rendered is None or rendered.text is None:
         return _failed(instance, problem, history)
     say(f"verifying and timing {instance.name} on the GPU")
-    command, env = worker_command(instance)
-    outcome = run_worker(job, options.timeout_s, options.worker or command, cancel, env)
+    if options.runner is not None:
+        outcome = options.runner(job)
+    else:
+        command, env = worker_command(instance)
+        outcome = run_worker(job, options.timeout_s, options.worker or command, cancel, env)
     if not outcome.ok:
         report = _failed(instance, outcome.message, history, record=False)
         report.verification = outcome.result.get("verification", {})

@@ -71,6 +71,11 @@ def run_worker(
     result = _last_json(stdout)
     if proc.returncode != 0 or result is None:
         return WorkerOutcome(False, result or {}, _death(proc.returncode, stderr), stderr)
+    return outcome_of(result, stderr)
+
+
+def outcome_of(result: dict[str, Any], stderr: str = "") -> WorkerOutcome:
+    """A worker's result as an outcome: a failure in words, its stage first."""
     if not result.get("ok"):
         stage = result.get("stage", "?")
         return WorkerOutcome(False, result, f"{stage}: {result.get('error', 'failed')}", stderr)

@@ -7,14 +7,16 @@ takes only this process down; the parent reports it.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
 import json
+import os
 import sys
 import time
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -39,19 +41,70 @@ from kls.bench.stats import should_stop, summarize
 FLUSH_MIN_BYTES = 256 * 1024 * 1024
 
 
-def main() -> int:
+def answer(job: BenchJob) -> dict[str, Any]:
+    """The job's result, a failure as its stage and words (never a bare traceback)."""
     try:
-        job = BenchJob.from_json(json.loads(sys.stdin.read()))
-        result = run(job)
+        return run(job)
     except StageError as exc:
-        result = {"ok": False, "stage": exc.stage, "error": str(exc)}
-    except Exception as exc:  # report, never a bare traceback to the user
-        result = {
+        return {"ok": False, "stage": exc.stage, "error": str(exc)}
+    except Exception as exc:
+        return {
             "ok": False,
             "stage": "worker",
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc(),
         }
+
+
+# Stages after which the process goes on serving: the CUDA context is as good as before.
+# After any other (a kernel fault is sticky; a failed capture, an unknown error) it exits and
+# the session starts a fresh one for the next job.
+RECOVERABLE = frozenset({"setup", "load", "compile", "reference", "verify"})
+
+
+def serve(stdin: IO[str], out: IO[str]) -> int:
+    """Many jobs, one process (`--serve`; kls tune's config search): a setup line answered
+    {"ready": ...}, then a job a line, a result a line, each with the job's "id"."""
+
+    def emit(value: dict[str, Any]) -> None:
+        out.write(json.dumps(value) + "\n")
+        out.flush()
+
+    stdin.readline()  # the setup: nothing to set up beyond the device
+    try:
+        device = Cuda().device_info()
+    except StageError as exc:
+        emit({"ready": False, "stage": exc.stage, "error": str(exc)})
+        return 0
+    emit({"ready": True, "device": device})
+    for line in stdin:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        ident = request.pop("id", None)
+        try:
+            job = BenchJob.from_json(request)
+        except (TypeError, ValueError, KeyError) as exc:
+            emit({"id": ident, "ok": False, "stage": "setup", "error": f"bad job: {exc}"})
+            continue
+        result = answer(job)
+        fatal = not result.get("ok") and result.get("stage") not in RECOVERABLE
+        emit({**result, "id": ident, "fatal": fatal})
+        if fatal:
+            return 0
+    return 0
+
+
+def main() -> int:
+    if "--serve" in sys.argv[1:]:
+        protocol = os.fdopen(os.dup(1), "w", encoding="utf-8")
+        os.dup2(2, 1)  # anything a library or a reference prints goes to stderr
+        sys.stdout = sys.stderr
+        return serve(sys.stdin, protocol)
+    try:
+        result = answer(BenchJob.from_json(json.loads(sys.stdin.read())))
+    except (TypeError, ValueError, KeyError) as exc:
+        result = {"ok": False, "stage": "setup", "error": f"bad job: {exc}"}
     sys.stdout.write("\n" + json.dumps(result) + "\n")
     sys.stdout.flush()
     return 0
@@ -139,6 +192,16 @@ class Cuda:
     def stream_handle(self) -> int:
         return int(self.stream)
 
+    def release(self) -> None:
+        """Free what this job allocated and its stream (a serving worker runs many jobs); after
+        a fault the driver refuses, and the process is about to end anyway."""
+        for ptr in self.allocations:
+            with contextlib.suppress(StageError):
+                self.call("cuMemFree", ptr)
+        self.allocations = []
+        with contextlib.suppress(StageError):
+            self.call("cuStreamDestroy", self.stream)
+
 
 def load_entry(
     library: str, symbol: str, n_params: int, extra_types: list[str] | None = None
@@ -175,15 +238,18 @@ def run(job: BenchJob) -> dict[str, Any]:
     # The user's reference is the project's code: imported here, in this worker, never in kls.
     user_reference = _load_user_reference(job.reference)
     cuda = Cuda()
-    info = cuda.device_info()
-    rng = np.random.default_rng(job.seed)
-    if job.module is not None:  # a rendered Python module (Triton): torch and triton here only
-        from kls.bench.module import prepare_module
+    try:
+        info = cuda.device_info()
+        rng = np.random.default_rng(job.seed)
+        if job.module is not None:  # a rendered Python module (Triton): torch, triton here
+            from kls.bench.module import prepare_module
 
-        prepared = prepare_module(cuda, job, rng)
-    else:
-        prepared = prepare_library(cuda, job, rng)
-    return measure(cuda, job, info, prepared, rng, user_reference)
+            prepared = prepare_module(cuda, job, rng)
+        else:
+            prepared = prepare_library(cuda, job, rng)
+        return measure(cuda, job, info, prepared, rng, user_reference)
+    finally:
+        cuda.release()
 
 
 def prepare_library(cuda: Cuda, job: BenchJob, rng: np.random.Generator) -> Prepared:

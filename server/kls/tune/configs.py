@@ -26,13 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from kls.bench.history import History
-from kls.bench.job import Timing
-from kls.bench.run import BenchOptions, benchmark_instance
+from kls.bench.job import BenchJob, Timing
+from kls.bench.run import BenchOptions, benchmark_instance, worker_command
+from kls.bench.runner import WorkerOutcome, outcome_of
 from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.tune_table import TuneSpace
 from kls.profiles.base import ConfigSpace
 from kls.profiles.triton.overridden import constexprs, overridden, printed_value
+from kls.tune.gpu import GpuSession
 
 LAUNCH = ("num_warps", "num_stages")
 STAGE1 = Timing(warmup_s=0.2, min_samples=10, min_seconds=0.2, max_samples=200, max_seconds=1.5)
@@ -187,10 +189,11 @@ def time_trial(
     timing: Timing,
     history: History,
     cancel: threading.Event | None,
+    runner: Callable[[BenchJob], WorkerOutcome] | None = None,
 ) -> tuple[float | None, dict[str, Any]]:
-    """Verify and time the candidate on the GPU: its median (ms) and the device, or None
-    with the reason in `trial.problem`."""
-    options = BenchOptions(timing=timing, baseline=False)
+    """Verify and time the candidate on the GPU (in `runner`'s worker, else a fresh one): its
+    median (ms) and the device, or None with the reason in `trial.problem`."""
+    options = BenchOptions(timing=timing, baseline=False, runner=runner)
     report = benchmark_instance(
         with_config(spec, trial.config), options, cancel=cancel, history=history
     )
@@ -225,7 +228,8 @@ def run_config_tune(
         "each compiled by Triton for the target first (dropped above the shared-memory limit or on "
         "a compile error); stage 1: verified and timed with a short budget (>= 10 samples, "
         f"<= 1.5 s); stage 2: the best {STAGE2_COUNT} and the instance's own, the CUDA "
-        "benchmark's full budget; L2 flushed before each launch"
+        "benchmark's full budget; L2 flushed before each launch; one benchmark worker "
+        "serves every candidate"
     )
     keys = varying_keys(result.trials)
     for i, trial in enumerate(result.trials, 1):
@@ -236,10 +240,46 @@ def run_config_tune(
     if build_only or not standing:
         return result
     history = History(Path(tempfile.mkdtemp(prefix="kls-config-tune-")))
+    session = bench_session(spec)
+    try:
+        time_stages(result, standing, spec, history, cancel, method, say, runner_of(session))
+    finally:
+        session.finish()
+    return result
+
+
+def bench_session(spec: InstanceSpec) -> GpuSession:
+    """One benchmark worker serving every candidate (`python -m kls.bench.worker --serve`,
+    in the instance's profile's Python): torch and triton are imported once, not once a
+    candidate; a candidate that takes the process down costs only itself."""
+    command, env = worker_command(spec)
+    return GpuSession({}, [*command, "--serve"], timeout_s=BenchOptions().timeout_s, env=env)
+
+
+def runner_of(session: GpuSession) -> Callable[[BenchJob], WorkerOutcome]:
+    def run(job: BenchJob) -> WorkerOutcome:
+        found = session.request(job.to_json())
+        return outcome_of({k: v for k, v in found.items() if k not in ("id", "fatal")})
+
+    return run
+
+
+def time_stages(
+    result: ConfigTuneResult,
+    standing: list[ConfigTrial],
+    spec: InstanceSpec,
+    history: History,
+    cancel: threading.Event | None,
+    method: str,
+    say: Progress,
+    runner: Callable[[BenchJob], WorkerOutcome],
+) -> None:
+    """Stage 1 for every standing candidate, then stage 2 for the best and the own."""
+    keys = varying_keys(result.trials)
     for i, trial in enumerate(standing, 1):
         say(f"stage 1 {i}/{len(standing)}: {trial.label(keys)}")
         stage1 = dataclasses.replace(STAGE1, method=method)
-        trial.stage1_ms, device = time_trial(trial, spec, stage1, history, cancel)
+        trial.stage1_ms, device = time_trial(trial, spec, stage1, history, cancel, runner)
         result.device = device or result.device
     timed = sorted(
         (t for t in standing if t.stage1_ms is not None), key=lambda t: t.stage1_ms or 0.0
@@ -251,8 +291,7 @@ def run_config_tune(
     for i, trial in enumerate(finalists, 1):
         say(f"stage 2 {i}/{len(finalists)}: {trial.label(keys)}")
         stage2 = Timing(method=method)
-        trial.stage2_ms, _device = time_trial(trial, spec, stage2, history, cancel)
-    return result
+        trial.stage2_ms, _device = time_trial(trial, spec, stage2, history, cancel, runner)
 
 
 def varying_keys(trials: list[ConfigTrial]) -> tuple[str, ...]:

@@ -28,11 +28,16 @@ class GpuUnavailable(Exception):
 
 class GpuSession:
     def __init__(
-        self, setup: dict[str, Any], command: list[str] | None = None, timeout_s: float = 120.0
+        self,
+        setup: dict[str, Any],
+        command: list[str] | None = None,
+        timeout_s: float = 120.0,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.setup = setup
         self.command = command or WORKER
         self.timeout_s = timeout_s
+        self.env = env
         self.proc: subprocess.Popen[str] | None = None
         self.lines: queue.Queue[str | None] = queue.Queue()
         self.device: dict[str, Any] = {}
@@ -52,6 +57,7 @@ class GpuSession:
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,  # a hung kernel is killed with its whole group
+            env=self.env,
         )
         threading.Thread(target=self._read, args=(self.proc, self.lines), daemon=True).start()
         self.drainer = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
