@@ -102,6 +102,38 @@ def test_decode_asks_every_tile_of_a_partial_block_for_a_key() -> None:
 
 
 @needs_torch
+def test_decode_counts_a_tile_past_the_last_key_and_reads_its_splits() -> None:
+    """One token (the 4000th) with a window of 128 keys: the partial list's last tile starts
+    at key 4032, past the last key; a split that starts there sees nothing (NaN under the
+    promise). Knowing the render's SPLIT_KV (4: splits of 16 tiles), only split starts count."""
+    import torch
+
+    from kls.profiles.triton.flex_promises import promise_breaks
+
+    def last_window(b: Any, h: Any, q: Any, kv: Any) -> Any:
+        return (kv <= 3999) & (3999 - kv < 128)
+
+    any_split = promise_breaks(torch, last_window, 1, 4000, DECODE, 64)[ROWS]
+    assert any_split is not None and "keys 4032-4095" in any_split
+    assert promise_breaks(torch, last_window, 1, 4000, DECODE, 64, None, 4)[ROWS] is None
+    assert promise_breaks(torch, last_window, 1, 4000, DECODE, 64, None, 66)[ROWS] is not None
+
+
+@needs_torch
+def test_a_document_mask_is_decided() -> None:
+    """A mask that indexes a table it captures (documents) does not read the batch or head:
+    it is decided like any other."""
+    import torch
+
+    documents = torch.repeat_interleave(torch.arange(4), 256)  # 4 documents of 256 tokens
+
+    def same_document(b: Any, h: Any, q: Any, kv: Any) -> Any:
+        return (documents[q] == documents[kv]) & (q >= kv)
+
+    assert _breaks(same_document) == {ROWS: None, BLOCKS: None}
+
+
+@needs_torch
 def test_the_first_gap_in_a_block_list_is_named() -> None:
     assert _breaks(prefix_and_window)[BLOCKS] == (
         "query block 5 (queries 640-767) visits key block 5 after key block 1"

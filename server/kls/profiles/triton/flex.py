@@ -352,9 +352,9 @@ def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, di
     sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
     ref = req.get("mask_mod")
     try:
-        breaks = promise_breaks(
-            torch, load_mod(ref), *sizes, req["op"], module_block_n(module, req), ref
-        )
+        splits = module_constexpr(module, "SPLIT_KV")
+        block_n = module_constexpr(module, "BLOCK_N") or int(req["vars"].get("BLOCK_N", 16))
+        breaks = promise_breaks(torch, load_mod(ref), *sizes, req["op"], block_n, ref, splits)
     except Undecided as exc:
         return {"undecided": dict.fromkeys(made, str(exc))}
     except Exception as exc:  # the mask's own evaluation (memory, a mod that raises)
@@ -362,13 +362,7 @@ def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, di
     return {"broken": {p: why for p in made if (why := breaks.get(p))}}
 
 
-def module_block_n(module: str, req: dict[str, Any]) -> int:
-    """The BLOCK_N the rendered kernel was made with (its constexpr line), else the
-    instance's, else flex's smallest."""
-    found = _BLOCK_N.search(module)
-    if found is not None:
-        return int(found.group(1))
-    return int(req.get("vars", {}).get("BLOCK_N", 16))
-
-
-_BLOCK_N = re.compile(r"^\s*BLOCK_N\s*:\s*tl\.constexpr\s*=\s*(\d+)", re.MULTILINE)
+def module_constexpr(module: str, name: str) -> int | None:
+    """An integer the rendered kernel prints as `NAME : tl.constexpr = N` (None: none)."""
+    found = re.search(rf"^\s*{name}\s*:\s*tl\.constexpr\s*=\s*(\d+)\s*$", module, re.MULTILINE)
+    return int(found.group(1)) if found else None

@@ -12,9 +12,11 @@ leaves it there; with the guard gone, the next rescale is exp2(-inf - -inf), NaN
 stays NaN. So the promise holds when, for every row, the first BLOCK_N keys the kernel visits
 (the first partial block's, else the first full block's, which are all unmasked) include one
 the row attends to. A query block with no block at all runs no tile and is written as zeros
-either way. Flex decoding restarts the running maximum at each split of the keys, which kls
-does not model: there every BLOCK_N tile of every partial block must hold a key for every row.
-The backward kernel does not read the flag.
+either way. Flex decoding restarts the running maximum at each split of the keys: there the
+first tile of every split must hold a key for every row. Its splits walk the partial list in
+BLOCK_N tiles, at most one a BLOCK_N of keys, a tile past the last key included (it sees
+nothing); with the render's SPLIT_KV kls checks each split's first tile, else every tile a
+split may start on. The backward kernel does not read the flag.
 
 The mask is the instance's mask_mod over [Sq, Skv] for batch 0 and head 0, as the render's
 block mask is made (batch and heads broadcast), in flex's blocks of 128, evaluated one strip of
@@ -58,13 +60,15 @@ def promise_breaks(
     op: str,
     block_n: int,
     mask_ref: str | None = None,
+    split_kv: int | None = None,
 ) -> dict[str, str | None]:
-    """For each promise the op's kernel reads: None where the mask keeps it at this BLOCK_N,
-    else where it first breaks, in words. Raises Undecided. Cached by the mods file's content
-    when `mask_ref` ("/abs/file.py:name") is given."""
+    """For each promise the op's kernel reads: None where the mask keeps it at this BLOCK_N
+    (and, for decoding, this SPLIT_KV; None: any), else where it first breaks, in words.
+    Raises Undecided. Cached by the mods file's content when `mask_ref` ("/abs/file.py:name")
+    is given."""
     if mask_mod is None:  # flex's own one-block mask: every query attends to every key
         return dict.fromkeys(promises_of(op))
-    key = _cache_key(mask_ref, sq, skv, op, block_n)
+    key = _cache_key(mask_ref, sq, skv, op, block_n, split_kv)
     if key is not None and key in _CACHE:
         return dict(_CACHE[key])
     if reads_batch_or_head(torch, mask_mod):
@@ -74,10 +78,11 @@ def promise_breaks(
         )
     classes = np.zeros(((sq + BLOCK - 1) // BLOCK, (skv + BLOCK - 1) // BLOCK), dtype=np.int8)
     unsafe: str | None = None
+    splits = split_kv if op == "flex_decoding" else 0
     for qb, strip in _strips(torch, mask_mod, sq, skv):
         classes[qb] = _classify(strip, skv)
         if unsafe is None and ROWS_SAFE in promises_of(op):
-            unsafe = _unsafe_row(strip, classes[qb], qb, skv, block_n, op == "flex_decoding")
+            unsafe = _unsafe_row(strip, classes[qb], qb, skv, block_n, splits)
     found: dict[str, str | None] = {CONTIGUOUS: _first_gap(classes, op)}
     if ROWS_SAFE in promises_of(op):
         found = {ROWS_SAFE: unsafe, **found}
@@ -111,7 +116,9 @@ def reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any]) -> bool:
     uses them); a mod that cannot be traced is Undecided."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    indices = [torch.zeros((), dtype=torch.int32) for _ in range(4)]  # one each: one proxy each
+    # One tensor each (one proxy each), of shape (1,): a mask that indexes a captured table
+    # with them (a document mask, ids[q_idx] == ids[kv_idx]) traces as it runs under vmap.
+    indices = [torch.zeros((1,), dtype=torch.int32) for _ in range(4)]
     try:
         graph = make_fx(mask_mod)(*indices).graph
     except Exception as exc:
@@ -157,37 +164,57 @@ def _classify(strip: np.ndarray, skv: int) -> np.ndarray:
 
 
 def _unsafe_row(
-    strip: np.ndarray, classes: np.ndarray, qb: int, skv: int, block_n: int, decode: bool
+    strip: np.ndarray,
+    classes: np.ndarray,
+    qb: int,
+    skv: int,
+    block_n: int,
+    split_kv: int | None,
 ) -> str | None:
     """The first row of this query block that sees no key in a tile the promise needs one in,
-    in words (None: every row does)."""
+    in words (None: every row does). `split_kv`: 0 for the forward (its first tile only),
+    else decoding's (None where it is not known: every tile it may start a split on)."""
     partial = np.flatnonzero(classes == PARTIAL)
     if len(partial) == 0:  # full blocks first (all keys), or no tile at all
         return None
-    tiles = (
-        [(int(p) * BLOCK + t, int(p)) for p in partial for t in range(0, BLOCK, block_n)]
-        if decode
-        else [(int(partial[0]) * BLOCK, int(partial[0]))]
-    )
-    for start, block in tiles:
-        if start >= skv:
-            continue
+    if split_kv == 0:
+        tiles = [int(partial[0]) * BLOCK]
+    else:
+        tiles = _decode_tiles(partial, skv, block_n, split_kv)
+    for start in tiles:
         stop = min(start + block_n, skv)
-        blind = ~strip[:, start:stop].any(axis=1)
+        seen = strip[:, start:stop].any(axis=1) if start < skv else np.zeros(len(strip), bool)
+        blind = np.logical_not(seen)
         if blind.any():
             row = qb * BLOCK + int(np.argmax(blind))
-            where = f"keys {start}-{stop - 1}, key block {block}"
-            if decode:
+            where = f"keys {start}-{start + block_n - 1}, key block {start // BLOCK}"
+            if split_kv == 0:
                 return (
-                    f"query row {row} sees no key in the BLOCK_N={block_n} tile of {where} "
-                    "(flex decoding starts each split's running maximum afresh, so kls asks "
-                    "every tile of a partial block for a key)"
+                    f"query row {row} sees no key in the first BLOCK_N={block_n} keys its "
+                    f"block visits ({where})"
                 )
             return (
-                f"query row {row} sees no key in the first BLOCK_N={block_n} keys its block "
-                f"visits ({where})"
+                f"query row {row} sees no key in the BLOCK_N={block_n} tile of {where}, "
+                "where a split of flex decoding may start (each split starts its running "
+                "maximum afresh)"
             )
     return None
+
+
+def _decode_tiles(partial: np.ndarray, skv: int, block_n: int, split_kv: int | None) -> list[int]:
+    """The key offsets of the tiles flex decoding may start a split on: its partial list
+    walked in BLOCK_N tiles (a tile past the last key included), as many as the kernel's cap
+    (one a BLOCK_N of keys); with SPLIT_KV known, only each split's first."""
+    per_block = BLOCK // block_n
+    listed = [int(p) * BLOCK + j * block_n for p in partial for j in range(per_block)]
+    listed = listed[: max(_ceil(skv, block_n), 1)]
+    if split_kv:
+        listed = listed[:: max(_ceil(_ceil(skv, split_kv), block_n), 1)]
+    return listed
+
+
+def _ceil(a: int, b: int) -> int:
+    return (a + b - 1) // b
 
 
 def _first_gap(classes: np.ndarray, op: str) -> str | None:
