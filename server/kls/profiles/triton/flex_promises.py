@@ -120,7 +120,8 @@ def reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any]) -> bool:
     # with them (a document mask, ids[q_idx] == ids[kv_idx]) traces as it runs under vmap.
     indices = [torch.zeros((1,), dtype=torch.int32) for _ in range(4)]
     try:
-        graph = make_fx(mask_mod)(*indices).graph
+        # Through a four-argument function: a mod may take more, with defaults.
+        graph = make_fx(lambda b, h, q, kv: mask_mod(b, h, q, kv))(*indices).graph
     except Exception as exc:
         raise Undecided(f"the mask_mod could not be traced ({type(exc).__name__}: {exc})") from exc
     arguments = [n for n in graph.nodes if n.op == "placeholder"]
