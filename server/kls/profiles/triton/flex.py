@@ -26,7 +26,6 @@ import importlib
 import importlib.util
 import math
 import os
-import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -38,6 +37,7 @@ from kls.profiles.triton.flex_promises import (
 )
 from kls.profiles.triton.generate_hook import answering
 from kls.profiles.triton.launch import flex_launch
+from kls.profiles.triton.overridden import constexprs
 
 # The flex templates by Inductor's registered name, and the op's kernel_options BACKEND that
 # makes the lowering reach it.
@@ -364,5 +364,5 @@ def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, di
 
 def module_constexpr(module: str, name: str) -> int | None:
     """An integer the rendered kernel prints as `NAME : tl.constexpr = N` (None: none)."""
-    found = re.search(rf"^\s*{name}\s*:\s*tl\.constexpr\s*=\s*(\d+)\s*$", module, re.MULTILINE)
-    return int(found.group(1)) if found else None
+    text = constexprs(module).get(name, "")
+    return int(text) if text.isdigit() else None
