@@ -37,24 +37,28 @@ def block_mask(torch: Any, flex: dict[str, Any], views: dict[str, Any]) -> Any:
     )
 
 
+def block_filled(made: dict[str, Any]) -> dict[str, str]:
+    """The kernel's arguments the worker fills from the block mask (their `fill` is
+    "block:ATTR"): name -> the BlockMask attribute."""
+    fills = {name: str(spec.get("fill", "")) for name, spec in made.items()}
+    return {n: f.removeprefix("block:") for n, f in fills.items() if f.startswith("block:")}
+
+
 def fill_blocks(mask: Any, made: dict[str, Any], views: dict[str, Any]) -> None:
     """Copy the block mask's tensors into the kernel's block arguments (`fill` block:ATTR);
     an argument whose shape differs from the mask's is a setup error, not a wrong result."""
-    for name, spec in made.items():
-        fill = str(spec.get("fill", ""))
-        if not fill.startswith("block:"):
-            continue
-        value = getattr(mask, fill.removeprefix("block:"), None)
+    for name, attribute in block_filled(made).items():
+        value = getattr(mask, attribute, None)
         view = views[name]
         if value is None:
             if view.numel():
-                raise StageError("setup", f"the block mask has no {fill} for {name}")
+                raise StageError("setup", f"the block mask has no {attribute} for {name}")
             continue
         if tuple(value.shape) != tuple(view.shape):
             raise StageError(
                 "setup",
-                f"{name}: the block mask's {fill.removeprefix('block:')} is "
-                f"{tuple(value.shape)}, the kernel takes {tuple(view.shape)}",
+                f"{name}: the block mask's {attribute} is {tuple(value.shape)}, the kernel "
+                f"takes {tuple(view.shape)}",
             )
         view.copy_(value)
 

@@ -156,18 +156,17 @@ def flex_inputs(
     """A flex kernel's block-mask arguments filled from its mask on the GPU (their host copies
     too: a user's reference reads what the kernel read), and the reference where the job
     verifies against flex's own (kls.bench.flex)."""
-    from kls.bench.flex import block_mask, expected_output, fill_blocks
+    from kls.bench.flex import block_filled, block_mask, expected_output, fill_blocks
 
     flex = plan["flex"]
     mask = block_mask(torch, flex, views)
     made = plan.get("made", {})
     fill_blocks(mask, made, views)
     torch.cuda.synchronize()
-    for name, spec in made.items():
-        if str(spec.get("fill", "")).startswith("block:") and name in host and views[name].numel():
-            storage = host[name].storage
+    for name in block_filled(made):
+        if name in host and views[name].numel():
             filled = views[name].detach().contiguous().view(-1).cpu().numpy()
-            storage[: filled.size] = filled
+            host[name].storage[: filled.size] = filled
     if job.reference != "flex":
         return None
     return lambda: expected_output(torch, flex, views, mask)

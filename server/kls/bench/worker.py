@@ -21,6 +21,7 @@ from typing import IO, Any
 import numpy as np
 
 from kls.bench import marshal
+from kls.bench.flex import block_filled
 from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import Prepared, StageError
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64
@@ -227,11 +228,7 @@ def load_entry(
 
 
 def run(job: BenchJob) -> dict[str, Any]:
-    filled = {
-        name
-        for name, spec in ((job.module or {}).get("made") or {}).items()
-        if str(spec.get("fill", "")).startswith("block:")
-    }
+    filled = block_filled((job.module or {}).get("made") or {})
     for tensor in job.tensors.values():
         if tensor is not None and not supported(tensor.dtype) and tensor.name not in filled:
             raise StageError("setup", f"dtype {tensor.dtype} is not supported by the harness")

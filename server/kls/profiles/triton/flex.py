@@ -335,9 +335,8 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
     with open(choice.bmreq.module_path, encoding="utf-8") as f:
         found = {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
     launch = flex_launch(op, choice.bmreq)
-    launch["mask_reads_batch_or_head"] = mask_reads_batch_or_head(
-        torch, load_mod(req.get("mask_mod"))
-    )
+    ref = req.get("mask_mod")
+    launch["mask_reads_batch_or_head"] = mask_reads_batch_or_head(torch, load_mod(ref), ref)
     return {**found, "launch": launch, "promises": promise_report(torch, req, found["module"])}
 
 
@@ -348,18 +347,28 @@ def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, di
     made = [p for p in promises_of(req["op"]) if req.get("vars", {}).get(p)]
     if not made:
         return {}
+    block_n = module_constexpr(module, "BLOCK_N") or int(req["vars"].get("BLOCK_N", 16))
+    try:
+        breaks = decide_promises(torch, req, block_n, module_constexpr(module, "SPLIT_KV"))
+    except Undecided as exc:
+        return {"undecided": dict.fromkeys(made, str(exc))}
+    return {"broken": {p: why for p in made if (why := breaks.get(p))}}
+
+
+def decide_promises(
+    torch: Any, req: dict[str, Any], block_n: int, split_kv: int | None = None
+) -> dict[str, str | None]:
+    """flex_promises.promise_breaks for the request's mask and lengths; Undecided also where
+    evaluating the mask fails (its memory, a mod that raises)."""
     q, k = req["tensors"]["q"], req["tensors"]["k"]
     sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
     ref = req.get("mask_mod")
     try:
-        splits = module_constexpr(module, "SPLIT_KV")
-        block_n = module_constexpr(module, "BLOCK_N") or int(req["vars"].get("BLOCK_N", 16))
-        breaks = promise_breaks(torch, load_mod(ref), *sizes, req["op"], block_n, ref, splits)
-    except Undecided as exc:
-        return {"undecided": dict.fromkeys(made, str(exc))}
-    except Exception as exc:  # the mask's own evaluation (memory, a mod that raises)
-        return {"undecided": dict.fromkeys(made, f"{type(exc).__name__}: {exc}")}
-    return {"broken": {p: why for p in made if (why := breaks.get(p))}}
+        return promise_breaks(torch, load_mod(ref), *sizes, req["op"], block_n, ref, split_kv)
+    except Undecided:
+        raise
+    except Exception as exc:
+        raise Undecided(f"evaluating the mask raised {type(exc).__name__}: {exc}") from exc
 
 
 def module_constexpr(module: str, name: str) -> int | None:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kls.profiles.triton.flex import load_mod
-from kls.profiles.triton.flex_promises import Undecided, promise_breaks
+from kls.profiles.triton.flex import decide_promises
+from kls.profiles.triton.flex_promises import Undecided
 
 # The heuristics' method for each flex template.
 HEURISTIC = {
@@ -54,15 +54,12 @@ def flex_tune_facts(torch: Any, req: dict[str, Any]) -> dict[str, Any]:
     """Inductor's configs and, for each promise the op's kernel reads, where the mask breaks
     it (None: kept) at the smallest BLOCK_N any of them uses (a larger tile starts at the
     same key and holds the smaller one's keys); "undecided" with why where kls cannot tell."""
-    q, k = req["tensors"]["q"], req["tensors"]["k"]
     configs = flex_configs(torch, req, bool(req.get("exhaustive")))
     widths = [int(c["BLOCK_N"]) for c in configs if "BLOCK_N" in c]
     own = req.get("vars", {}).get("BLOCK_N")
     block_n = min([*widths, *([int(own)] if own is not None else [])], default=16)
-    sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
-    ref = req.get("mask_mod")
     try:
-        breaks = promise_breaks(torch, load_mod(ref), *sizes, req["op"], block_n, ref)
+        breaks = decide_promises(torch, req, block_n)
     except Undecided as exc:
         return {"configs": configs, "promises": {}, "undecided": str(exc)}
     return {"configs": configs, "promises": breaks}

@@ -41,6 +41,7 @@ PROMISES = (ROWS_SAFE, CONTIGUOUS)
 BLOCK = 128  # flex's default block mask block size, as the render uses
 EMPTY, PARTIAL, FULL = 0, 1, 2
 _CACHE: dict[tuple[Any, ...], dict[str, str | None]] = {}
+_READS: dict[tuple[Any, ...], bool] = {}
 
 
 class Undecided(Exception):
@@ -71,7 +72,7 @@ def promise_breaks(
     key = _cache_key(mask_ref, sq, skv, op, block_n, split_kv)
     if key is not None and key in _CACHE:
         return dict(_CACHE[key])
-    if reads_batch_or_head(torch, mask_mod):
+    if reads_batch_or_head(torch, mask_mod, mask_ref):
         raise Undecided(
             "the mask_mod reads the batch or head index, and kls builds one block mask for "
             "batch 0, head 0"
@@ -101,19 +102,34 @@ def _cache_key(ref: str | None, *rest: Any) -> tuple[Any, ...] | None:
     return (ref, digest, *rest)
 
 
-def mask_reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any] | None) -> bool | None:
+def mask_reads_batch_or_head(
+    torch: Any, mask_mod: Callable[..., Any] | None, mask_ref: str | None = None
+) -> bool | None:
     """reads_batch_or_head, None where it cannot be told (or there is no mask_mod: False)."""
     if mask_mod is None:
         return False
     try:
-        return reads_batch_or_head(torch, mask_mod)
+        return reads_batch_or_head(torch, mask_mod, mask_ref)
     except Undecided:
         return None
 
 
-def reads_batch_or_head(torch: Any, mask_mod: Callable[..., Any]) -> bool:
+def reads_batch_or_head(
+    torch: Any, mask_mod: Callable[..., Any], mask_ref: str | None = None
+) -> bool:
     """Whether the mask_mod's value depends on its batch or head argument (its traced graph
-    uses them); a mod that cannot be traced is Undecided."""
+    uses them); a mod that cannot be traced is Undecided. Kept per mods file content when
+    `mask_ref` is given (every flex render asks)."""
+    key = _cache_key(mask_ref, "reads")
+    if key is not None and key in _READS:
+        return _READS[key]
+    found = _traced_reads(torch, mask_mod)
+    if key is not None:
+        _READS[key] = found
+    return found
+
+
+def _traced_reads(torch: Any, mask_mod: Callable[..., Any]) -> bool:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     # One tensor each (one proxy each), of shape (1,): a mask that indexes a captured table

@@ -187,12 +187,6 @@ def promise_findings(
     """At the kls.toml line of each promise the instance makes: KT814 where its mask breaks
     it, KT815 where kls cannot decide it."""
     broken, undecided = report.get("broken") or {}, report.get("undecided") or {}
-    if not broken and not undecided:
-        return []
-
-    def site(name: str) -> Site:
-        return var_site(instance, name)
-
     found = []
     for name, why in broken.items():
         promise, effect = PROMISED.get(name, ("what it says", "it computes a wrong result"))
@@ -201,13 +195,13 @@ def promise_findings(
             f"{why}. The kernel trusts the promise ({effect}): remove {name} (kls tune "
             "offers it only where the mask keeps it)"
         )
-        found.append(RuntimeFinding("KT814", Severity.ERROR, message, site(name)))
+        found.append(RuntimeFinding("KT814", Severity.ERROR, message, var_site(instance, name)))
     for name, why in undecided.items():
         message = (
             f"kls cannot check {name} = true for this mask ({why}); the kernel trusts it: "
             "verify the output (kls bench) before relying on it"
         )
-        found.append(RuntimeFinding("KT815", Severity.WARNING, message, site(name)))
+        found.append(RuntimeFinding("KT815", Severity.WARNING, message, var_site(instance, name)))
     return found
 
 
