@@ -401,6 +401,8 @@ def _cancelled(fn: Callable[[], CompileResult]) -> CompileResult | str:
 
 
 def _kls(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
+    """`kls` as a terminal starts it: Ctrl-C's SIGINT at its default, whatever this pytest
+    inherited (a shell's background job `cmd &` ignores SIGINT, and so would kls)."""
     return subprocess.Popen(
         [sys.executable, "-m", "kls.cli", *args],
         cwd=cwd,
@@ -408,6 +410,7 @@ def _kls(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Popen[str]:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

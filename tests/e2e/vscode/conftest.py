@@ -213,6 +213,8 @@ class CodeServer:
             # A loaded 2-core CI machine runs VS Code, Chromium and kls at once: renders get
             # the editor's longest deadline, so a slow one is not a KT104 in the counts.
             "kls.renderTimeout": 10,
+            # Every message in the kls log: a failed test names the files kls published to.
+            "kls.trace.server": "verbose",
         }
         if trusted:
             settings["kls.compileOnSave"] = False  # nvcc runs only when a test asks
@@ -275,13 +277,20 @@ class CodeServer:
     def nvcc_runs(self) -> list[str]:
         return [line for line in self.nvcc_log.read_text().splitlines() if line.strip()]
 
+    def _logs(self, name: str) -> str:
+        paths = sorted(self.user_data.glob(f"logs/*/exthost*/**/{name}"))
+        return "\n".join(p.read_text(errors="replace") for p in paths)
+
     def exthost_log(self) -> str:
-        texts = [
-            p.read_text(errors="replace")
-            for p in self.user_data.glob("logs/*/exthost*/**/*.log")
-            if p.name.endswith("-kls.log") or p.name == "remoteexthost.log"
-        ]
-        return "\n".join(texts)
+        """The extension host's log and the kls channel's own lines (its LSP trace left out:
+        `published` reads that)."""
+        kls = "\n".join(untraced(self._logs("kls.log")))
+        return f"{self._logs('remoteexthost.log')}\n{kls}"
+
+    def published(self) -> dict[str, tuple[int, int]]:
+        """(errors, warnings) of kls's last textDocument/publishDiagnostics per file name (the
+        name relative to the workspace), read from the client's trace of the LSP traffic."""
+        return last_published(self._logs("kls.log"), self.folder)
 
     def stop(self) -> None:
         try:
@@ -346,11 +355,17 @@ class Workbench:
         raise AssertionError(f"timed out waiting for {what} (last: {value!r})\n{self.debug()}")
 
     def debug(self) -> str:
-        items = self.page.locator(".statusbar-item")
-        labels = [items.nth(i).get_attribute("aria-label") for i in range(items.count())]
+        labels = self.page.locator(".statusbar-item").evaluate_all(
+            "items => items.map(item => item.getAttribute('aria-label'))"
+        )
+        published = self.server.published()
         notes = self.notifications()
         log = self.server.exthost_log()[-3000:]
-        return f"status bar: {labels}\nnotifications: {notes}\n--- extension host log ---\n{log}"
+        return (
+            f"kls's last publish per file (errors, warnings): {published}\n"
+            f"status bar: {labels}\nnotifications: {notes}\n"
+            f"--- extension host log ---\n{log}"
+        )
 
     def notifications(self) -> list[str]:
         """The toasts' texts at one moment (counting, then reading each, raced a toast that
@@ -365,14 +380,14 @@ class Workbench:
         if panel.count() == 0 or not panel.first.is_visible():
             self.command("View: Focus Problems")
         panel.first.wait_for(state="visible")
-        rows = self.page.locator(".markers-panel .monaco-list-row[aria-label]")
-        # A file's header row ("2 problems in file t.cu.jinja of folder .") then one a marker.
-        return [
-            f"{rows.nth(i).get_attribute('aria-label')} | {rows.nth(i).inner_text()}".replace(
-                "\n", " "
-            )
-            for i in range(rows.count())
-        ]
+        # A file's header row ("2 problems in file t.cu.jinja of folder .") then one a marker,
+        # read in one go (counting rows, then reading each, races a list that re-renders).
+        rows: list[str] = self.page.locator(
+            ".markers-panel .monaco-list-row[aria-label]"
+        ).evaluate_all(
+            "rows => rows.map(row => `${row.getAttribute('aria-label')} | ${row.innerText}`)"
+        )
+        return [row.replace("\n", " ") for row in rows]
 
     def problem_count(self) -> tuple[int, int]:
         """(errors, warnings) as the status bar shows them."""
@@ -457,6 +472,46 @@ class Workbench:
         path = folder / name
         self.page.screenshot(path=str(path))
         return path
+
+
+PUBLISH = "Received notification 'textDocument/publishDiagnostics'."
+
+
+def untraced(log: str) -> list[str]:
+    """The lines of a LogOutputChannel's file without the client's LSP trace: a trace entry is a
+    "[Trace - ...]" line, then "Params:"/"Result:" and its JSON up to the blank line after it."""
+    kept, tracing = [], False
+    for line in log.splitlines():
+        if "[Trace - " in line:
+            tracing = True
+        elif tracing and not line.strip():
+            tracing = False
+        elif not tracing and line.strip():
+            kept.append(line)
+    return kept
+
+
+def last_published(log: str, folder: Path) -> dict[str, tuple[int, int]]:
+    """(errors, warnings) of the last publishDiagnostics per file in a verbose LSP trace."""
+    counts: dict[str, tuple[int, int]] = {}
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if not line.endswith(PUBLISH) or i + 1 >= len(lines) or "Params: {" not in lines[i + 1]:
+            continue
+        body = ["{"]
+        for more in lines[i + 2 :]:
+            body.append(more)
+            if more == "}":
+                break
+        try:
+            params = json.loads("\n".join(body))
+        except json.JSONDecodeError:
+            continue  # a trace cut short by the test's end
+        uri = str(params.get("uri", ""))
+        name = uri.removeprefix(folder.as_uri() + "/")
+        severities = [d.get("severity", 1) for d in params.get("diagnostics", [])]
+        counts[name] = (severities.count(1), severities.count(2))
+    return {name: count for name, count in counts.items() if count != (0, 0)}
 
 
 def open_workbench(browser: Any, server: CodeServer) -> Workbench:
