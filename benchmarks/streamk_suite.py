@@ -17,10 +17,12 @@ canonical settings, refused and alike ones dropped). Three phases:
 - C (full timing: L2 flushed 50 launches, L2 warm 100, 15 replays each): per shape cuBLAS, the
   fastest configuration of phases A and B (the per-shape best), the bucket's configuration
   (the best geometric mean of cuBLAS time / its time over the bucket's shapes: the dispatch
-  `kls tune --apply` writes) and the instance's own. Every ratio in the summary is phase C's.
+  `kls tune --apply` writes), where another configuration wins an N of the bucket that N's
+  own (`dispatch = "mn"`; elsewhere the side is the bucket's) and the instance's own. Every
+  ratio in the summary is phase C's.
 
 Measurements: phase A 12 ops x 12 shapes (+ 12 cuBLAS), phase B at most 3 buckets x
---ops-per-bucket (3) x 36 settings x 4 shapes = 1296, phase C at most 12 x 4 sides, each
+--ops-per-bucket (3) x 36 settings x 4 shapes = 1296, phase C at most 12 x 5 sides, each
 flushed and warm.
 
     PYTHONPATH=server python3 benchmarks/streamk_suite.py --out streamk.json \\
@@ -355,19 +357,16 @@ def phase_c(
     """Full timing of each shape's sides; the bucket configurations from the screens."""
     times = settle(suite.records)
     dispatch: dict[int, dict[str, Any]] = {}
+    by_n: dict[tuple[int, int], dict[str, Any]] = {}  # dispatch = "mn": an N's own, if another
     for m, bucket in buckets.items():
-        best, best_mean = None, 0.0
-        for (uid, setting), per in times.items():
-            if all(c.key in per for c in bucket):
-                mean = geomean([suite.cublas[c.key]["screen_us"][0] / per[c.key] for c in bucket])
-                if mean and mean > best_mean:
-                    best, best_mean = (uid, setting), mean
-        if best is not None:
-            dispatch[m] = {
-                "unit": best[0],
-                "vars": json.loads(best[1]),
-                "screen_geomean": best_mean,
-            }
+        chosen = screened_best(suite, times, bucket)
+        if chosen is None:
+            continue
+        dispatch[m] = chosen
+        for n in sorted({c.shape[1] for c in bucket}):
+            own = screened_best(suite, times, [c for c in bucket if c.shape[1] == n])
+            if own is not None and (own["unit"], own["vars"]) != (chosen["unit"], chosen["vars"]):
+                by_n[(m, n)] = own
     rows = []
     for m, bucket in buckets.items():
         for case in bucket:
@@ -382,15 +381,38 @@ def phase_c(
                 sides["best"] = (fastest[1], json.loads(fastest[2]))
             if m in dispatch:
                 sides["dispatch"] = (dispatch[m]["unit"], dispatch[m]["vars"])
+            if (m, case.shape[1]) in by_n:
+                own = by_n[(m, case.shape[1])]
+                sides["dispatch_mn"] = (own["unit"], own["vars"])
             current = next((u.id for u in suite.cs.units if u.choice.op == suite.spec.op), "")
             if current in suite.units:
                 sides["current"] = (current, suite.own)
             for side, (side_unit, side_setting) in sides.items():
                 rec = suite.measure(side_unit, case, side_setting, "C")
                 row[side] = rec.__dict__
+            if "dispatch" in row and "dispatch_mn" not in row:
+                row["dispatch_mn"] = row["dispatch"]  # the M bucket's serves this N
             rows.append(row)
             print(case.key, {k: row[k].get("flushed_us") for k in sides}, flush=True)
+    for (m, n), own in by_n.items():
+        dispatch[m].setdefault("by_n", {})[str(n)] = own
     return rows, dispatch
+
+
+def screened_best(
+    suite: Suite, times: dict[tuple[str, str], dict[str, float]], cases: list[Case]
+) -> dict[str, Any] | None:
+    """The screened configuration with the best geometric mean of cuBLAS time / its time over
+    `cases`, among those screened on all of them (kls.tune.dispatch's rule)."""
+    best, best_mean = None, 0.0
+    for (uid, setting), per in times.items():
+        if all(c.key in per for c in cases):
+            mean = geomean([suite.cublas[c.key]["screen_us"][0] / per[c.key] for c in cases])
+            if mean and mean > best_mean:
+                best, best_mean = (uid, setting), mean
+    if best is None:
+        return None
+    return {"unit": best[0], "vars": json.loads(best[1]), "screen_geomean": best_mean}
 
 
 def report(
@@ -411,18 +433,19 @@ def report(
         return float(row["cublas"][key][0] / got[key][0])
 
     summary: dict[str, Any] = {}
-    for side in ("best", "dispatch", "current"):
+    for side in ("best", "dispatch", "dispatch_mn", "current"):
         for key in ("flushed_us", "warm_us"):
             vals = [ratio(r, side, key) for r in rows]
             got = [v for v in vals if v]
             summary[f"{side} vs cuBLAS, {key} (geomean)"] = geomean(got)
             summary[f"{side} vs cuBLAS, {key} (worst)"] = min(got) if got else None
-    gaps = {}
-    for r in rows:
-        best, disp = (r.get(s) or {} for s in ("best", "dispatch"))
-        if best.get("ok") and disp.get("ok"):
-            gaps[r["shape"]] = disp["flushed_us"][0] / best["flushed_us"][0] - 1.0
-    summary["dispatch slower than the per-shape best, L2 flushed"] = gaps
+    for side, what in (("dispatch", "dispatch"), ("dispatch_mn", 'dispatch = "mn"')):
+        gaps = {}
+        for r in rows:
+            best, disp = (r.get(s) or {} for s in ("best", side))
+            if best.get("ok") and disp.get("ok"):
+                gaps[r["shape"]] = disp["flushed_us"][0] / best["flushed_us"][0] - 1.0
+        summary[f"{what} slower than the per-shape best, L2 flushed"] = gaps
     roofline = {}
     for r in rows:
         m, n, k = (int(v) for v in r["shape"].split("x"))

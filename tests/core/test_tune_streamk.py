@@ -1,7 +1,7 @@
 """kls's own stream-K GEMM (templates/cutlass3x_streamk_gemm.cu.jinja, profile
 torch-2.11-streamk): the scheduler's arguments in the C signature and the arguments struct,
 the tune space over them (count, refusals, likes, cap), the per-M dispatch, its results
-(format 2, format 1 still read) and `--apply` writing it; a real nvcc build whose exported
+(format 2 and 1 still read) and `--apply` writing it; a real nvcc build whose exported
 entry takes them (checked with nm and ctypes, no GPU needed)."""
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ def test_scheduler_settings_in_canonical_form(
 def test_the_shipped_space_counts_refusals_and_likes_and_is_capped() -> None:
     spec = spec_of(TEMPLATES / "kls.toml")
     space = load_space(spec)
-    assert space.dispatch == "m" and len(space.shapes) == 12
+    assert space.dispatch == "mn" and len(space.shapes) == 12
     combos, counts = runtime_settings(spec, space)
     # decomposition 4 x splits 3 x reduction 2 x raster 2 x swizzle 2 listed
     assert counts == dict(listed=96, refused=32, alike=28, distinct=36, timed=36, cap=64)
@@ -208,7 +208,7 @@ def test_results_format_2_round_trips_and_format_1_still_reads(tmp_path: Path) -
     choice = Choice("u1", "op1", {"splits": 2, "decomposition": 2}, 1.1, {"128x8x8": 1.1})
     result.dispatch = [BucketChoice(0, 128, ["128x8x8"], choice)]
     data = result.to_json()
-    assert data["format_version"] == FORMAT_VERSION == 2
+    assert data["format_version"] == FORMAT_VERSION == 3
     path = tmp_path / "results.json"
     path.write_text(json.dumps(data))
     back = read_results(path)

@@ -9,7 +9,8 @@ It lives with the instances because kls.toml is theirs; `kls tune` reads it from
     shapes = [[128, 4096, 4096], [8192, 14336, 4096]]   # optional: GEMM M, N, K to time
     cutlass_instantiation_level = "2222"       # optional: draw the ops from this list
     dispatch = "m"                             # optional: --apply also writes one instance
-                                               # per M bucket of the shapes (kls.tune.dispatch)
+                                               # per M bucket of the shapes (kls.tune.dispatch);
+                                               # "mn": and one per N where N's best differs
 
 Every key other than `op_filter`, `ops`, `shapes`, `cutlass_instantiation_level` and
 `dispatch` names a template variable and lists its values; candidates are the compatible ops
@@ -24,7 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level", "dispatch")
-DISPATCH_KINDS = ("m",)  # "m": one instance per M bucket of the tuned shapes
+# "m": one instance per M bucket of the tuned shapes; "mn": also one per (M bucket, N) whose
+# best configuration differs from its M bucket's.
+DISPATCH_KINDS = ("m", "mn")
 FILTER_KEYS = ("contains", "exclude")
 
 
@@ -51,7 +54,7 @@ class TuneSpace:
     shapes: tuple[tuple[int, int, int], ...] = ()
     level: str | None = None  # Inductor's cutlass_instantiation_level; None: the instance's
     declared: bool = False  # False: the instance has no tune table (defaults used)
-    dispatch: str | None = None  # "m": --apply writes a per-M-bucket dispatch too
+    dispatch: str | None = None  # "m" / "mn": --apply writes a dispatch too (DISPATCH_KINDS)
 
     def combos(self, names: tuple[str, ...]) -> list[dict[str, Any]]:
         """Every combination of the listed values of `names` (in declaration order)."""
@@ -83,13 +86,19 @@ def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpac
     dispatch = raw.get("dispatch")
     if dispatch is not None and dispatch not in DISPATCH_KINDS:
         raise TuneSpaceError(
-            f'{where}: dispatch is {dispatch!r}; the one kind is "m" (one instance per M '
-            "bucket of the shapes)"
+            f'{where}: dispatch is {dispatch!r}; use "m" (one instance per M bucket of the '
+            'shapes) or "mn" (also one per N within a bucket where another configuration wins)'
         )
-    if dispatch is not None and len({s[0] for s in shapes}) < 2:
+    ms, ns = {s[0] for s in shapes}, {s[1] for s in shapes}
+    if dispatch == "m" and len(ms) < 2:
         raise TuneSpaceError(
-            f"{where}: dispatch = {dispatch!r} needs shapes of at least two M values (each "
-            "M bucket gets its own instance)"
+            f"{where}: dispatch = 'm' needs shapes of at least two M values (each M bucket "
+            "gets its own instance)"
+        )
+    if dispatch == "mn" and len(ms) < 2 and len(ns) < 2:
+        raise TuneSpaceError(
+            f"{where}: dispatch = 'mn' needs shapes of at least two M or two N values (each "
+            "M bucket, and each N that another configuration wins, gets its own instance)"
         )
     variables: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():

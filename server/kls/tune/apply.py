@@ -3,10 +3,10 @@
 style of the other keys stay as they were. `op_filter` gives way to the exact `op`, and a
 winner from another op list (the tune table's `cutlass_instantiation_level`) brings its level.
 
-With `dispatch = "m"` in the tune table, `--apply` also writes one instance per M bucket
-(`apply_dispatch`): a copy of the instance's own table (less its tune table), its tensors at
-the bucket's M, and the bucket's op and variables; a bucket instance that exists already only
-has its op, variables and level replaced, as the instance's own does."""
+With `dispatch = "m"` (or "mn") in the tune table, `--apply` also writes one instance per
+bucket (`apply_dispatch`): a copy of the instance's own table (less its tune table), its
+tensors at the bucket's M (and N), and the bucket's op and variables; a bucket instance that
+exists already only has its op, variables and level replaced, as the instance's own does."""
 
 from __future__ import annotations
 
@@ -131,8 +131,8 @@ def apply_dispatch(config: Path, instance: str, buckets: list[Bucket]) -> list[s
 
 @dataclass(frozen=True)
 class Bucket:
-    """One instance of the dispatch: its name, the M range it serves (`where`, in words), the
-    M its tensors take, and its configuration."""
+    """One instance of the dispatch: its name, the M range (and N) it serves (`where`, in
+    words), the M (and N) its tensors take, and its configuration."""
 
     name: str
     where: str
@@ -140,6 +140,7 @@ class Bucket:
     op: str
     variables: dict[str, Any]
     level: str
+    n: int | None = None  # None: the M bucket's instance, for every N
 
 
 def _bucket_table(instance: str, base: Any, bucket: Bucket) -> Any:
@@ -151,22 +152,29 @@ def _bucket_table(instance: str, base: Any, bucket: Bucket) -> Any:
     for key, value in base.items():
         if key not in BUCKET_SKIPPED:
             table.add(key, value.unwrap() if hasattr(value, "unwrap") else value)
-    for name, tensor in _bucket_tensors(base.get("tensors"), bucket.m).items():
+    for name, tensor in _bucket_tensors(base.get("tensors"), bucket.m, bucket.n).items():
         table.add(tomlkit.key(["tensors", name]), tensor)
     return table
 
 
-def _bucket_tensors(tensors: Any, m: int) -> dict[str, Any]:
-    """The instance's tensors with M (the rows of X, Y and a Bias) set to `m`."""
+ROWS_ARE_M = ("X", "Y", "Bias")
+COLUMNS_ARE_N = ("W", "Y", "Bias")
+
+
+def _bucket_tensors(tensors: Any, m: int, n: int | None = None) -> dict[str, Any]:
+    """The instance's tensors with M (the rows of X, Y and a Bias) set to `m`, and N (the
+    columns of W, Y and a Bias) to `n` when it is given."""
     import tomlkit
 
     out: dict[str, Any] = {}
     for name, value in (tensors or {}).items():
         plain = value.unwrap() if hasattr(value, "unwrap") else value
-        if isinstance(plain, dict) and name in ("X", "Y", "Bias") and "shape" in plain:
+        if isinstance(plain, dict) and "shape" in plain and len(plain["shape"]) >= 2:
             shape = list(plain["shape"])
-            if len(shape) >= 2:
+            if name in ROWS_ARE_M:
                 shape[-2] = m
+            if n is not None and name in COLUMNS_ARE_N:
+                shape[-1] = n
             plain = {**plain, "shape": shape}
         if isinstance(plain, dict):
             inline = tomlkit.inline_table()

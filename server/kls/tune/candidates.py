@@ -80,6 +80,7 @@ class CandidateSet:
     filtered_ops: int  # after op_filter/ops, before --limit
     # listed, refused, alike, distinct and timed runtime settings, and the cap (results v2)
     runtime_space: dict[str, int] = field(default_factory=dict)
+    dispatch: str | None = None  # the tune table's dispatch kind ("m", "mn") or none
 
     def candidates(self) -> list[Candidate]:
         return [Candidate(u, dict(r)) for u in self.units for r in self.runtime_combos]
@@ -160,7 +161,13 @@ def make_candidates(spec: InstanceSpec, space: TuneSpace, limit: int | None = No
     units = [BuildUnit(unit_id(c.op, combo), c, combo) for c in selected for combo in build_combos]
     runtime_combos, counts = runtime_settings(spec, space)
     return CandidateSet(
-        spread(units, limit), runtime_combos, len(choices), len(unique), len(selected), counts
+        spread(units, limit),
+        runtime_combos,
+        len(choices),
+        len(unique),
+        len(selected),
+        counts,
+        space.dispatch,
     )
 
 

@@ -161,7 +161,8 @@ def run_ops(args: argparse.Namespace, spec: InstanceSpec) -> int:
 
 
 def _apply_dispatch(spec: InstanceSpec, result: TuneResult) -> list[str]:
-    """With `dispatch = "m"` in the tune table: each M bucket's instance (kls.tune.dispatch)."""
+    """With `dispatch = "m"` or "mn" in the tune table: each bucket's instance
+    (kls.tune.dispatch)."""
     from kls.tune.apply import apply_dispatch
     from kls.tune.dispatch import buckets_to_apply
     from kls.tune.space import TuneSpaceError, load_space

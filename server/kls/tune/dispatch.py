@@ -9,6 +9,11 @@ times every chosen op with every runtime setting on every shape, so each bucket 
 the same measurements as the winner). `--apply` writes each as an instance of its own
 (kls.tune.apply.apply_dispatch), which keeps Inductor's single-op calling convention: the
 caller picks the instance whose bucket holds its M.
+
+With `dispatch = "mn"`, each N of a bucket's shapes is judged on its own too, and where another
+configuration wins for that N it gets an instance of its own (the caller takes it for that N,
+and the M bucket's for any other N): one configuration cannot serve N = 4096 and N = 14336 at
+128 tokens alike either.
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ from kls.tune.results import BucketChoice, Choice, TuneResult, geomean
 
 def m_of(shape: str) -> int:
     return int(shape.split("x")[0])
+
+
+def n_of(shape: str) -> int:
+    return int(shape.split("x")[1])
 
 
 def buckets(keys: list[str]) -> list[tuple[int, int | None, list[str]]]:
@@ -34,39 +43,56 @@ def buckets(keys: list[str]) -> list[tuple[int, int | None, list[str]]]:
     return out
 
 
-def bucket_choices(choices: list[Choice], keys: list[str]) -> list[BucketChoice]:
+def bucket_choices(
+    choices: list[Choice], keys: list[str], by_n: bool = False
+) -> list[BucketChoice]:
     """The best configuration of each bucket among `choices` (stage 2's, each with its
     per-shape ratios); a bucket no configuration was verified on every shape of is left out.
-    With one M value there is nothing to dispatch on: empty."""
-    if len({m_of(k) for k in keys}) < 2:
+    `by_n` ("mn"): then each N of a bucket whose best is another configuration. Nothing to
+    dispatch on (one M, and one N where `by_n`): empty."""
+    if len({m_of(k) for k in keys}) < 2 and not (by_n and len({n_of(k) for k in keys}) > 1):
         return []
     out: list[BucketChoice] = []
     for above, upto, shapes in buckets(keys):
-        ranked: list[Choice] = []
-        for c in choices:
-            ratios = [c.per_shape.get(k) for k in shapes]
-            if any(r is None for r in ratios):
-                continue
-            per = {k: c.per_shape[k] for k in shapes}
-            ranked.append(Choice(c.unit, c.op, dict(c.vars), geomean(list(per.values())), per))
-        if ranked:
-            best = max(ranked, key=lambda c: c.geomean_vs_cublas or 0.0)
-            out.append(BucketChoice(above, upto, shapes, best))
+        best = _best_over(choices, shapes)
+        if best is None:
+            continue
+        out.append(BucketChoice(above, upto, shapes, best))
+        ns = sorted({n_of(k) for k in shapes})
+        for n in ns if by_n and len(ns) > 1 else []:
+            of_n = [k for k in shapes if n_of(k) == n]
+            own = _best_over(choices, of_n)
+            if own is not None and (own.unit, own.vars) != (best.unit, best.vars):
+                out.append(BucketChoice(above, upto, of_n, own, n))
     return out
 
 
+def _best_over(choices: list[Choice], shapes: list[str]) -> Choice | None:
+    """The choice with the best geometric mean over `shapes`, among those verified on all."""
+    ranked: list[Choice] = []
+    for c in choices:
+        if any(c.per_shape.get(k) is None for k in shapes):
+            continue
+        per = {k: c.per_shape[k] for k in shapes}
+        ranked.append(Choice(c.unit, c.op, dict(c.vars), geomean(list(per.values())), per))
+    return max(ranked, key=lambda c: c.geomean_vs_cublas or 0.0) if ranked else None
+
+
 def bucket_text(bucket: BucketChoice) -> str:
-    """`M <= 128`, `128 < M <= 2048`, `M > 2048`."""
+    """`M <= 128`, `128 < M <= 2048`, `M > 2048`; `, N = 4096` for an N's own."""
+    n = "" if bucket.n is None else f", N = {bucket.n}"
     if bucket.m_upto is None:
-        return f"M > {bucket.m_above}"
+        return f"M > {bucket.m_above}{n}" if bucket.m_above else f"any M{n}"
     if bucket.m_above == 0:
-        return f"M <= {bucket.m_upto}"
-    return f"{bucket.m_above} < M <= {bucket.m_upto}"
+        return f"M <= {bucket.m_upto}{n}"
+    return f"{bucket.m_above} < M <= {bucket.m_upto}{n}"
 
 
 def bucket_instance(instance: str, bucket: BucketChoice) -> str:
-    """The name of the bucket's instance: the base's, then `_m` and the bucket's tuned M."""
-    return f"{instance}_m{m_of(bucket.shapes[0])}"
+    """The name of the bucket's instance: the base's, then `_m` and the bucket's tuned M, and
+    `_n` and its N for an N's own."""
+    n = "" if bucket.n is None else f"_n{bucket.n}"
+    return f"{instance}_m{m_of(bucket.shapes[0])}{n}"
 
 
 def buckets_to_apply(result: TuneResult, spec: InstanceSpec) -> list[Bucket]:
@@ -87,6 +113,7 @@ def buckets_to_apply(result: TuneResult, spec: InstanceSpec) -> list[Bucket]:
                 bucket.choice.op,
                 {**unit.build_vars, **bucket.choice.vars},
                 level,
+                bucket.n,
             )
         )
     return out

@@ -8,7 +8,8 @@ version than this kls knows is refused with a message that says so.
 Versions: 1, the first layout; 2 adds `runtime_space` (how many runtime-argument settings
 the tune table listed, how many the profile refused or found alike, how many were timed
 under the cap) and `dispatch` (the best configuration of each M bucket). A version-1 file
-reads with both empty.
+reads with both empty. 3 adds a dispatch bucket's `n`: the one N it serves (`dispatch = "mn"`),
+null for every N; a version-2 bucket reads as serving every N.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, TypeVar
 
 from kls.cache_dir import write_atomic
 
-FORMAT_VERSION = 2  # results.json's `format_version`; raise it when a field changes meaning
+FORMAT_VERSION = 3  # results.json's `format_version`; raise it when a field changes meaning
 
 
 class ResultsFileError(ValueError):
@@ -111,12 +112,14 @@ class Choice:
 @dataclass
 class BucketChoice:
     """The dispatch's configuration for GEMMs whose M lies in (m_above, m_upto] (m_upto None:
-    no upper bound), judged by the geometric mean over the tuned shapes in that range."""
+    no upper bound) and, when `n` is set, whose N is `n`, judged by the geometric mean over
+    the tuned shapes it serves."""
 
     m_above: int  # 0 for the first bucket
     m_upto: int | None
     shapes: list[str]  # the tuned shapes the bucket was judged on
     choice: Choice
+    n: int | None = None  # None: every N of the M range (format 3)
 
 
 @dataclass
@@ -402,9 +405,11 @@ def table(result: TuneResult) -> str:
     for bucket in result.dispatch:
         c = bucket.choice
         upto = "" if bucket.m_upto is None else f"{bucket.m_upto}"
+        n = "" if bucket.n is None else f", N = {bucket.n}"
         lines.append(
-            f"dispatch M in ({bucket.m_above}, {upto or 'inf'}]: {c.op} ({vars_text(c.vars)}), "
-            f"geomean {_ratio(c.geomean_vs_cublas)} of cuBLAS over {len(bucket.shapes)} shape(s)"
+            f"dispatch M in ({bucket.m_above}, {upto or 'inf'}]{n}: {c.op} "
+            f"({vars_text(c.vars)}), geomean {_ratio(c.geomean_vs_cublas)} of cuBLAS over "
+            f"{len(bucket.shapes)} shape(s)"
         )
     for note in result.notes:
         lines.append(f"note: {note}")

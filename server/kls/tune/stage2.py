@@ -60,7 +60,7 @@ def run_stage2(
             return
         time_bar(run, gpu, base, run.options.stage2)
         result.baselines.append(base)
-    judge(run, result, chosen, combos, keys, current)
+    judge(run, result, chosen, combos, keys, current, by_n=cs.dispatch == "mn")
 
 
 def _time_shape(
@@ -90,8 +90,10 @@ def judge(
     combos: list[dict[str, Any]],
     keys: list[str],
     current: BuildUnit | None,
+    by_n: bool = False,
 ) -> None:
-    """Each shape's best, the winner and the current choice, from stage 2's measurements."""
+    """Each shape's best, the winner, the current choice and the dispatch's buckets (by N
+    too with `by_n`), from stage 2's measurements."""
     cublas = result.cublas_ms(2)
     ops = {b.unit: b for b in result.builds}
     stage2 = [m for m in result.measurements if m.stage == 2]
@@ -138,4 +140,4 @@ def judge(
     ranked = [c for c in choices if c.geomean_vs_cublas is not None]
     if ranked:
         result.winner = max(ranked, key=lambda c: c.geomean_vs_cublas or 0.0)
-    result.dispatch = bucket_choices(choices, keys)
+    result.dispatch = bucket_choices(choices, keys, by_n)
