@@ -225,7 +225,7 @@ def test_results_format_2_round_trips_and_format_1_still_reads(tmp_path: Path) -
         read_results(path)
 
 
-def _small_streamk_space(config: Path) -> None:
+def _small_streamk_space(config: Path, dispatch: str = "m") -> None:
     """The shipped stream-K table at level "0", two ops, four settings, four shapes."""
     text = config.read_text()
     table = (
@@ -233,7 +233,7 @@ def _small_streamk_space(config: Path) -> None:
         "# the small space of the test\n"
         'op_filter = { contains = ["x64_2x1x1"] }\n'
         "decomposition = [1, 2]\nsplits = [1, 2]\nswizzle = [1]\n"
-        'dispatch = "m"\n'
+        f'dispatch = "{dispatch}"\n'
         "shapes = [[128, 4096, 4096], [128, 6144, 4096], [2048, 4096, 4096], "
         "[8192, 4096, 4096]]\n\n"
     )
@@ -298,6 +298,49 @@ def test_a_tune_times_the_settings_and_apply_writes_the_dispatch(
     again = apply_dispatch(config, SK, buckets_to_apply(result, spec))
     assert len(again) == 3 and all(", new)" not in line for line in again)
     assert config.read_text().count(f"[instances.{SK}_m128]") == 1
+
+
+@pytest.mark.slow
+def test_a_tune_with_dispatch_mn_applies_an_instance_for_the_n_another_configuration_wins(
+    project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As above with `dispatch = "mn"` and stand-in timings that differ by N: at M = 128,
+    N = 6144 is won by another configuration than the bucket's, and --apply writes
+    sm90_streamk_bf16_m128_n6144 with its tensors at M = 128 and N = 6144 beside the M buckets'
+    instances."""
+    import functools
+
+    import kls.tune.runner as runner
+    from kls.cli import main
+    from kls.tune.results import read_results
+
+    config = project / "kls.toml"
+    _small_streamk_space(config, dispatch="mn")
+    _fake_builds(monkeypatch, tmp_path)
+    monkeypatch.setenv("KLS_FAKE_BY_N", "salt-1")
+    spec = spec_of(config)
+    monkeypatch.setattr(runner, "TuneOptions", functools.partial(TuneOptions, worker=FAKE_WORKER))
+    code = main(["tune", str(spec.template), "-i", SK, "--config", str(config), "--apply"])
+    assert code == 0
+    result = read_results(project / ".kls" / "tune" / SK / "results.json")
+    where = [(b.m_above, b.m_upto, b.n) for b in result.dispatch]
+    assert where == [(0, 128, None), (0, 128, 6144), (128, 2048, None), (2048, None, None)]
+    bucket, own = result.dispatch[0], result.dispatch[1]
+    assert own.shapes == ["128x6144x4096"]
+    assert (own.choice.unit, own.choice.vars) != (bucket.choice.unit, bucket.choice.vars)
+    # The N's own configuration is the fastest there; the bucket's is the fastest over both N.
+    assert own.choice.per_shape["128x6144x4096"] > bucket.choice.per_shape["128x6144x4096"]
+    loaded = load_instances(config)
+    assert not [f for f in loaded.findings if f.severity.name == "ERROR"]
+    inst = loaded.instances[f"{SK}_m128_n6144"]
+    assert inst.op == own.choice.op
+    assert {k: inst.variables[k] for k in own.choice.vars} == own.choice.vars
+    x, w, y = (inst.tensors[name] for name in ("X", "W", "Y"))
+    assert x is not None and w is not None and y is not None
+    assert (x.shape[0], w.shape[-1], y.shape) == (128, 6144, (128, 6144))
+    text = config.read_text()
+    assert "# dispatch of sm90_streamk_bf16 (kls tune --apply): M <= 128, N = 6144" in text
+    assert f"[instances.{SK}_m128]" in text and f"[instances.{SK}_m128_n4096]" not in text
 
 
 @pytest.mark.slow
