@@ -111,6 +111,11 @@ def test_apply_writes_the_n_instance_with_its_m_and_n(tmp_path: Path) -> None:
     assert wide["tensors"]["Bias"] == "none"
     m_only = written["sk_m128"]["tensors"]
     assert (m_only["W"]["shape"], m_only["Y"]["shape"]) == ([4096, 4096], [128, 4096])
+    # A later tune where N = 14336 no longer wins on its own: its instance is named, not lost.
+    again = apply_dispatch(config, "sk", buckets[:1])
+    assert len(again) == 2 and "no longer part of the dispatch" in again[1], again
+    assert "[instances.sk_m128_n14336]" in again[1]
+    assert tomllib.loads(config.read_text())["instances"]["sk_m128_n14336"]["op"] == "op_wide"
 
 
 def test_results_format_3_keeps_a_buckets_n_and_format_2_reads_as_every_n(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ exists already only has its op, variables and level replaced, as the instance's 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,7 +127,19 @@ def apply_dispatch(config: Path, instance: str, buckets: list[Bucket]) -> list[s
         new = ", new" if created else ""
         lines.append(f"{config}: [instances.{bucket.name}] {change} ({bucket.where}{new})")
     write_atomic(config, _dumps(doc))
+    for name in stale_buckets(instance, list(instances), [b.name for b in buckets]):
+        lines.append(
+            f"{config}: [instances.{name}] is no longer part of the dispatch (an earlier "
+            "--apply wrote it); kls leaves it as it is: remove it, or the caller may still pick it"
+        )
     return lines
+
+
+def stale_buckets(instance: str, names: list[str], written: list[str]) -> list[str]:
+    """Instances named as a dispatch bucket of `instance` (`_m<M>`, `_m<M>_n<N>`) that this
+    dispatch did not write: an earlier one's, e.g. an N that no longer wins on its own."""
+    pattern = re.compile(rf"{re.escape(instance)}_m\d+(?:_n\d+)?")
+    return [n for n in names if pattern.fullmatch(n) and n not in written]
 
 
 @dataclass(frozen=True)
