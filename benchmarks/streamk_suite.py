@@ -17,9 +17,9 @@ canonical settings, refused and alike ones dropped). Three phases:
 - C (full timing: L2 flushed 50 launches, L2 warm 100, 15 replays each): per shape cuBLAS, the
   fastest configuration of phases A and B (the per-shape best), the bucket's configuration
   (the best geometric mean of cuBLAS time / its time over the bucket's shapes: the dispatch
-  `kls tune --apply` writes), where another configuration wins an N of the bucket that N's
-  own (`dispatch = "mn"`; elsewhere the side is the bucket's) and the instance's own. Every
-  ratio in the summary is phase C's.
+  `kls tune --apply` writes), the N's own configuration where one beats the bucket's on an
+  N's shapes by more than kls.tune.dispatch.N_MARGIN (`dispatch = "mn"`; elsewhere that side
+  is the bucket's) and the instance's own. Every ratio in the summary is phase C's.
 
 Measurements: phase A 12 ops x 12 shapes (+ 12 cuBLAS), phase B at most 3 buckets x
 --ops-per-bucket (3) x 36 settings x 4 shapes = 1296, phase C at most 12 x 5 sides, each
@@ -48,6 +48,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from kls.bench.graph_timing import GraphTiming, l2_flushed, l2_warm
+from kls.tune.dispatch import N_MARGIN
 
 ROOT = Path(__file__).resolve().parent.parent
 INSTANCE = "sm90_streamk_bf16"
@@ -364,8 +365,10 @@ def phase_c(
             continue
         dispatch[m] = chosen
         for n in sorted({c.shape[1] for c in bucket}):
-            own = screened_best(suite, times, [c for c in bucket if c.shape[1] == n])
-            if own is not None and (own["unit"], own["vars"]) != (chosen["unit"], chosen["vars"]):
+            of_n = [c for c in bucket if c.shape[1] == n]
+            own = screened_best(suite, times, of_n)
+            theirs = screened_mean(suite, times, of_n, chosen)
+            if own is not None and own["screen_geomean"] > theirs * (1 + N_MARGIN):
                 by_n[(m, n)] = own
     rows = []
     for m, bucket in buckets.items():
@@ -395,8 +398,20 @@ def phase_c(
             rows.append(row)
             print(case.key, {k: row[k].get("flushed_us") for k in sides}, flush=True)
     for (m, n), own in by_n.items():
-        dispatch[m].setdefault("by_n", {})[str(n)] = own
+        op = suite.units[own["unit"]].choice.op
+        dispatch[m].setdefault("by_n", {})[str(n)] = {**own, "op": op}
     return rows, dispatch
+
+
+def screened_mean(
+    suite: Suite,
+    times: dict[tuple[str, str], dict[str, float]],
+    cases: list[Case],
+    chosen: dict[str, Any],
+) -> float:
+    """`chosen`'s geometric mean of cuBLAS time / its time over `cases` in the screens."""
+    per = times[(chosen["unit"], json.dumps(chosen["vars"], sort_keys=True))]
+    return geomean([suite.cublas[c.key]["screen_us"][0] / per[c.key] for c in cases]) or 0.0
 
 
 def screened_best(

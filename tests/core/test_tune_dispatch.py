@@ -17,7 +17,7 @@ else:  # pragma: no cover
 
 from kls.instances.tune_table import TuneSpaceError, parse_space
 from kls.tune.apply import Bucket, apply_dispatch
-from kls.tune.dispatch import bucket_choices, bucket_instance, bucket_text
+from kls.tune.dispatch import N_MARGIN, bucket_choices, bucket_instance, bucket_text
 from kls.tune.results import FORMAT_VERSION, BucketChoice, Choice, TuneResult, read_results
 
 # The M = 128 shapes of the stream-K suite, and one at 2048.
@@ -73,10 +73,24 @@ def test_one_m_dispatches_on_n_alone_and_a_runtime_setting_counts_as_another_con
     assert bucket_text(got[0]) == "any M" and bucket_text(got[1]) == "any M, N = 14336"
 
 
-def test_an_n_no_configuration_was_verified_on_gets_no_instance() -> None:
+def test_a_bucket_without_a_configuration_verified_everywhere_keeps_its_verified_ns() -> None:
     unverified = [_choice("narrow", {SQUARE: 1.1, DEEP: 1.0, LARGE: 1.0})]  # nothing at WIDE
+    assert _where(bucket_choices(unverified, KEYS)) == [(128, None, None, "narrow")]
     got = bucket_choices(unverified, KEYS, by_n=True)
-    assert _where(got) == [(128, None, None, "narrow")]  # M = 128 needs WIDE as well
+    assert _where(got) == [(0, 128, 4096, "narrow"), (128, None, None, "narrow")]
+
+
+@pytest.mark.parametrize(("faster", "own"), [(1.0, False), (1.02, False), (1.03, True)])
+def test_an_n_gets_its_own_instance_only_past_the_margin(faster: float, own: bool) -> None:
+    """Ties and wins inside N_MARGIN (2 %) leave the N to its bucket's configuration."""
+    assert N_MARGIN == 0.02
+    keys = [SQUARE, WIDE]
+    choices = [
+        _choice("bucket", {SQUARE: 1.2, WIDE: 1.0}),
+        _choice("other", {SQUARE: 0.5, WIDE: faster}),
+    ]
+    got = bucket_choices(choices, keys, by_n=True)
+    assert [b.n for b in got] == ([None, 14336] if own else [None])
 
 
 def test_apply_writes_the_n_instance_with_its_m_and_n(tmp_path: Path) -> None:
@@ -109,6 +123,7 @@ def test_apply_writes_the_n_instance_with_its_m_and_n(tmp_path: Path) -> None:
     shapes = {name: t.get("shape") for name, t in wide["tensors"].items() if isinstance(t, dict)}
     assert shapes == {"X": [128, 4096], "W": [4096, 14336], "Y": [128, 14336]}
     assert wide["tensors"]["Bias"] == "none"
+    assert written["sk_m128_n14336"]["tensors"]["Y"].get("stride") is None  # layout = "row"
     m_only = written["sk_m128"]["tensors"]
     assert (m_only["W"]["shape"], m_only["Y"]["shape"]) == ([4096, 4096], [128, 4096])
     # A later tune where N = 14336 no longer wins on its own: its instance is named, not lost.
@@ -151,3 +166,29 @@ def test_the_tune_table_says_which_dispatch_its_shapes_allow(
     else:
         with pytest.raises(TuneSpaceError, match=error):
             parse_space(raw, "t")
+
+
+def test_an_explicit_stride_follows_the_buckets_shape(tmp_path: Path) -> None:
+    """Strides written in kls.toml are made again for the new M and N, in the same order, as
+    the tune's own tensors at that shape were: row-major stays row-major, column-major stays
+    column-major, a broadcast Bias row stays one."""
+    config = tmp_path / "kls.toml"
+    config.write_text(
+        "[instances.sk]\n"
+        'template = "gemm.cu.jinja"\n'
+        'op = "op_old"\n'
+        'tensors.X = { shape = [4096, 4096], dtype = "bf16", stride = [4096, 1] }\n'
+        'tensors.W = { shape = [4096, 4096], dtype = "bf16", stride = [1, 4096] }\n'
+        'tensors.Bias = { shape = [4096, 4096], dtype = "bf16", stride = [0, 1] }\n'
+        'tensors.Y = { shape = [4096, 4096], dtype = "bf16", stride = [4096, 1] }\n'
+    )
+    wide = Bucket("sk_m128_n14336", "M <= 128, N = 14336", 128, "op_wide", {}, "0", 14336)
+    apply_dispatch(config, "sk", [wide])
+    tensors = tomllib.loads(config.read_text())["instances"]["sk_m128_n14336"]["tensors"]
+    got = {name: (t["shape"], t["stride"]) for name, t in tensors.items()}
+    assert got == {
+        "X": ([128, 4096], [4096, 1]),
+        "W": ([4096, 14336], [1, 4096]),
+        "Bias": ([128, 14336], [0, 1]),
+        "Y": ([128, 14336], [14336, 1]),
+    }

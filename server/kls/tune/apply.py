@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kls.cache_dir import write_atomic
+from kls.instances.schema import column_major_strides, contiguous_strides
 
 
 class ApplyError(Exception):
@@ -176,7 +177,9 @@ COLUMNS_ARE_N = ("W", "Y", "Bias")
 
 def _bucket_tensors(tensors: Any, m: int, n: int | None = None) -> dict[str, Any]:
     """The instance's tensors with M (the rows of X, Y and a Bias) set to `m`, and N (the
-    columns of W, Y and a Bias) to `n` when it is given."""
+    columns of W, Y and a Bias) to `n` when it is given; an explicit stride follows the new
+    shape in the same row- or column-major order (a broadcast row stays one), as the tune's
+    own tensors at each shape did (kls.tune.candidates.at_shape)."""
     import tomlkit
 
     out: dict[str, Any] = {}
@@ -189,6 +192,8 @@ def _bucket_tensors(tensors: Any, m: int, n: int | None = None) -> dict[str, Any
             if n is not None and name in COLUMNS_ARE_N:
                 shape[-1] = n
             plain = {**plain, "shape": shape}
+            if isinstance(plain.get("stride"), list) and len(shape) == 2:
+                plain["stride"] = _stride_like(list(plain["stride"]), shape)
         if isinstance(plain, dict):
             inline = tomlkit.inline_table()
             inline.update(plain)
@@ -196,6 +201,14 @@ def _bucket_tensors(tensors: Any, m: int, n: int | None = None) -> dict[str, Any
         else:
             out[name] = plain
     return out
+
+
+def _stride_like(stride: list[int], shape: list[int]) -> list[int]:
+    if stride == [0, 1]:
+        return stride
+    if stride[-1] == 1:
+        return list(contiguous_strides(tuple(shape)))
+    return list(column_major_strides(tuple(shape)))
 
 
 def level_to_write(op: str, op_level: str, instance_level: str, arch: str) -> str:

@@ -11,9 +11,10 @@ the same measurements as the winner). `--apply` writes each as an instance of it
 caller picks the instance whose bucket holds its M.
 
 With `dispatch = "mn"`, each N of a bucket's shapes is judged on its own too, and where another
-configuration wins for that N it gets an instance of its own (the caller takes it for that N,
-and the M bucket's for any other N): one configuration cannot serve N = 4096 and N = 14336 at
-128 tokens alike either.
+configuration is more than N_MARGIN faster on that N's shapes than the bucket's, it gets an
+instance of its own (the caller takes it for that N, and the M bucket's for any other N): one
+configuration cannot serve N = 4096 and N = 14336 at 128 tokens alike either. Within the
+margin, timing spread would decide, and an instance more would serve no one.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from __future__ import annotations
 from kls.instances import InstanceSpec
 from kls.tune.apply import Bucket
 from kls.tune.results import BucketChoice, Choice, TuneResult, geomean
+
+# An N's own configuration must beat the bucket's there by more than this (the dispatch's
+# goal allows 2 % behind the per-shape best).
+N_MARGIN = 0.02
 
 
 def m_of(shape: str) -> int:
@@ -48,23 +53,34 @@ def bucket_choices(
 ) -> list[BucketChoice]:
     """The best configuration of each bucket among `choices` (stage 2's, each with its
     per-shape ratios); a bucket no configuration was verified on every shape of is left out.
-    `by_n` ("mn"): then each N of a bucket whose best is another configuration. Nothing to
-    dispatch on (one M, and one N where `by_n`): empty."""
+    `by_n` ("mn"): then each N of a bucket whose own best beats the bucket's there (or that
+    has a best where the bucket has none). Nothing to dispatch on (one M, and one N where
+    `by_n`): empty."""
     if len({m_of(k) for k in keys}) < 2 and not (by_n and len({n_of(k) for k in keys}) > 1):
         return []
     out: list[BucketChoice] = []
     for above, upto, shapes in buckets(keys):
         best = _best_over(choices, shapes)
-        if best is None:
-            continue
-        out.append(BucketChoice(above, upto, shapes, best))
+        if best is not None:
+            out.append(BucketChoice(above, upto, shapes, best))
         ns = sorted({n_of(k) for k in shapes})
-        for n in ns if by_n and len(ns) > 1 else []:
+        for n in ns if by_n and (len(ns) > 1 or best is None) else []:
             of_n = [k for k in shapes if n_of(k) == n]
             own = _best_over(choices, of_n)
-            if own is not None and (own.unit, own.vars) != (best.unit, best.vars):
+            if own is not None and _wins_its_n(own, best, of_n):
                 out.append(BucketChoice(above, upto, of_n, own, n))
     return out
+
+
+def _wins_its_n(own: Choice, bucket: Choice | None, shapes: list[str]) -> bool:
+    """Whether an N's best earns an instance: the bucket has none verified on every shape,
+    or the N's best is more than N_MARGIN faster than the bucket's on that N's shapes."""
+    if bucket is None:
+        return True
+    theirs = geomean([bucket.per_shape[k] for k in shapes])
+    return own.geomean_vs_cublas is not None and (
+        theirs is None or own.geomean_vs_cublas > theirs * (1 + N_MARGIN)
+    )
 
 
 def _best_over(choices: list[Choice], shapes: list[str]) -> Choice | None:
