@@ -26,6 +26,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
@@ -477,16 +478,23 @@ class Workbench:
 PUBLISH = "Received notification 'textDocument/publishDiagnostics'."
 
 
+LOG_LINE = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+\] ")
+TRACE_DATA = ("Params:", "Result:", "Error data:")
+
+
 def untraced(log: str) -> list[str]:
-    """The lines of a LogOutputChannel's file without the client's LSP trace: a trace entry is a
-    "[Trace - ...]" line, then "Params:"/"Result:" and its JSON up to the blank line after it."""
+    """The lines of a LogOutputChannel's file without the client's LSP trace. A trace entry is
+    a "[Trace - ...]" line, maybe a "Params:"/"Result:" line with its JSON on lines of their
+    own; it ends at the next line of the log's own (timestamped) that is neither."""
     kept, tracing = [], False
     for line in log.splitlines():
-        if "[Trace - " in line:
-            tracing = True
-        elif tracing and not line.strip():
-            tracing = False
-        elif not tracing and line.strip():
+        entry = LOG_LINE.match(line)
+        if entry:
+            message = line[entry.end() :]
+            tracing = message.startswith("[Trace - ") or (
+                tracing and message.startswith(TRACE_DATA)
+            )
+        if not tracing and line.strip():
             kept.append(line)
     return kept
 
@@ -508,7 +516,7 @@ def last_published(log: str, folder: Path) -> dict[str, tuple[int, int]]:
         except json.JSONDecodeError:
             continue  # a trace cut short by the test's end
         uri = str(params.get("uri", ""))
-        name = uri.removeprefix(folder.as_uri() + "/")
+        name = unquote(uri.removeprefix(folder.as_uri() + "/"))
         severities = [d.get("severity", 1) for d in params.get("diagnostics", [])]
         counts[name] = (severities.count(1), severities.count(2))
     return {name: count for name, count in counts.items() if count != (0, 0)}

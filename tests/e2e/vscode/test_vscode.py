@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+import warnings as warnings_module
 from pathlib import Path
 from typing import Any
 
@@ -178,6 +179,11 @@ def test_problems_equal_kls_check_and_clear_when_fixed(
     settled_count(vscode, PLANTED, (errors, warnings), "the planted file's problems")
     rows = file_markers(vscode, PLANTED)
     assert len(rows) == len(findings), rows
+    published = trusted_server.published()
+    assert published.get(PLANTED) == (errors, warnings), published  # once, under its own URI
+    elsewhere = {name: count for name, count in published.items() if name != PLANTED}
+    if elsewhere:  # twice seen in CI ("Errors: 4"), never here: say which file, do not fail
+        warnings_module.warn(f"kls published findings on other files: {elsewhere}", stacklevel=1)
     header = f"{len(findings)} problems in file {PLANTED}"
     assert [r for r in problems_rows(vscode) if r.startswith(header)], problems_rows(vscode)
     for finding in findings:
