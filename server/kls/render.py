@@ -253,7 +253,8 @@ def render(
     builds the source map, out of band (kls.sourcemap). `mark=False` skips the map (used to
     prove that mapping never changes the output).
     """
-    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {})
+    seconds = limits.seconds if limits is not None else None
+    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {}, seconds)
     if elsewhere is not None:  # e.g. Inductor's own render of a Triton template
         return cast(RenderResult, elsewhere)
     r = _Renderer(instance, overrides or {}, limits or Limits(), mark)

@@ -228,6 +228,50 @@ def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
     assert "no buffer 'C'" in found[0].message and "A, B" in found[0].message
 
 
+@needs_torch
+@needs_torch_source
+@pytest.mark.slow
+def test_a_runaway_loop_stops_at_the_render_limit_on_its_line(tmp_path: Path) -> None:
+    """`--render-timeout` bounds a Triton template's own code as it bounds a CUDA one's: a loop
+    without end in a copy of Inductor's mm (made here, never stored) is a KT104 at its line
+    after the limit, not after the torch worker's 60 s deadline for the whole render."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    from tests.upstream import require_torch_source
+
+    text = (
+        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
+    ).read_text()
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    lines = text.split("\n")
+    at = next(i for i, line in enumerate(lines) if "def_kernel(" in line) + 1
+    (tmp_path / "mm.py.jinja").write_text("\n".join([*lines[:at], loop, *lines[at:]]))
+    config = _mm_project(tmp_path, "mm.py.jinja")
+    config.write_text(
+        config.read_text().replace(
+            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
+        )
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "kls.cli", "check", str(tmp_path), "--render-timeout", "2"]
+        + ["--format", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    spent = time.monotonic() - started
+    findings = json.loads(done.stdout)["findings"]
+    stopped = [f for f in findings if f["code"] == "KT104"]
+    assert len(stopped) == 1, findings
+    assert stopped[0]["range"]["start"]["line"] == at, stopped
+    assert "render limit of 2 s" in stopped[0]["message"]
+    assert spent < 45, spent  # the whole render's deadline is 60 s
+
+
 def test_the_worker_python_is_kls_own_unless_named(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

@@ -143,9 +143,12 @@ class Profile:
     def finish(self, result: Any) -> None:
         """The step after Jinja; the default keeps the text as rendered."""
 
-    def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
+    def render_elsewhere(
+        self, instance: InstanceSpec, overrides: dict[Path, str], seconds: float | None = None
+    ) -> Any:
         """A profile whose render is not kls's Jinja run (Inductor's own, in a torch worker)
-        returns the RenderResult here; None: kls renders it in a sandbox worker."""
+        returns the RenderResult here; None: kls renders it in a sandbox worker. `seconds`:
+        the render limit for the template's own code."""
         return None
 
     def prepare_op(self, instance: InstanceSpec) -> None:

@@ -432,7 +432,8 @@ def render_isolated(
 ) -> RenderResult:
     """`kls.render.render`, run in a killable worker process under the sandbox's limits (or
     the instance's profile's own render, e.g. Inductor's in a torch worker)."""
-    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {})
+    seconds = limits.seconds if limits is not None else shared_workers().limits.seconds
+    elsewhere = profile(instance.profile).render_elsewhere(instance, overrides or {}, seconds)
     if elsewhere is not None:
         return cast(RenderResult, elsewhere)
     return shared_workers().render(instance, overrides, limits)

@@ -115,9 +115,11 @@ class Triton(Profile):
             "device": instance.device,
         }
 
-    def render_elsewhere(self, instance: InstanceSpec, overrides: dict[Path, str]) -> Any:
+    def render_elsewhere(
+        self, instance: InstanceSpec, overrides: dict[Path, str], seconds: float | None = None
+    ) -> Any:
         if flex_op(instance) is not None:
-            return render_flex(instance, overrides)
+            return render_flex(instance, overrides, seconds)
         path = str(instance.template)
         result = RenderResult(instance, None, None, [], [])
         result.files = [path]
@@ -144,7 +146,8 @@ class Triton(Profile):
             )
             return result
         try:
-            answer = shared_worker().render(self.request(instance, source.text, disk))
+            request = self.request(instance, source.text, disk)
+            answer = shared_worker().render({**request, "template_seconds": seconds})
         except WorkerUnavailable as exc:
             result.findings.append(RuntimeFinding("KT800", Severity.INFO, str(exc), Site(path, 0)))
             return result

@@ -85,7 +85,8 @@ class TorchWorker:
                 return found
             proc = self._started()
             answer = self._ask(proc, key)
-            self._remembered[key] = answer
+            if not _stopped_by_a_limit(answer):  # a loaded machine's may not recur
+                self._remembered[key] = answer
             while len(self._remembered) > _REMEMBERED:
                 self._remembered.popitem(last=False)
             return answer
@@ -183,3 +184,8 @@ def shared_worker() -> TorchWorker:
     if _SHARED is None:
         _SHARED = TorchWorker()
     return _SHARED
+
+
+def _stopped_by_a_limit(answer: dict[str, Any]) -> bool:
+    error = answer.get("error")
+    return isinstance(error, dict) and error.get("kind") in ("limit", "TemplateTimeLimit")

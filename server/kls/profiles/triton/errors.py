@@ -30,6 +30,8 @@ def finding_for(error: dict[str, Any], instance: InstanceSpec, text: str) -> Run
     site = Site(str(instance.template), int(line)) if isinstance(line, int) else None
     if site is None:
         site = Site(str(instance.template), _line_of(text, function))
+    if kind == "TemplateTimeLimit":
+        return RuntimeFinding("KT104", Severity.ERROR, message, site)
     if kind == "UndefinedError":
         return RuntimeFinding("KT102", Severity.ERROR, message, site)
     if kind in ("SecurityError", "SandboxLimit"):

@@ -38,6 +38,7 @@ from kls.profiles.triton.flex_promises import (
 from kls.profiles.triton.generate_hook import answering
 from kls.profiles.triton.launch import flex_launch
 from kls.profiles.triton.overridden import constexprs
+from kls.profiles.triton.template_time import TimedTemplate
 
 # The flex templates by Inductor's registered name, and the op's kernel_options BACKEND that
 # makes the lowering reach it.
@@ -240,7 +241,7 @@ def editor_text(template: Any, text: str, env: Any) -> Iterator[None]:
     from torch._inductor.select_algorithm import GeneratedCodeCache
 
     saved = (template.template, template._hash, template._generated_code_cache)
-    template.template = env.from_string(text)
+    template.template = TimedTemplate(env.from_string(text))
     template._hash = hashlib.sha256(text.encode()).hexdigest()
     template._generated_code_cache = GeneratedCodeCache()
     try:

@@ -105,8 +105,11 @@ def _error_finding(error: dict[str, Any], instance: InstanceSpec, joined: Concat
     return _mapped(finding_for(error, instance, joined.text), instance, joined)
 
 
-def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderResult:
-    """Inductor's module for a flex instance, every line mapped to its part's file and line."""
+def render_flex(
+    instance: InstanceSpec, overrides: dict[Path, str], seconds: float | None = None
+) -> RenderResult:
+    """Inductor's module for a flex instance, every line mapped to its part's file and line
+    (`seconds`: the render limit for the templates' own code)."""
     op = flex_op(instance)
     assert op is not None
     result = RenderResult(instance, None, None, [], [])
@@ -124,7 +127,8 @@ def render_flex(instance: InstanceSpec, overrides: dict[Path, str]) -> RenderRes
         )
         return result
     try:
-        answer = shared_worker().render(flex_request(instance, op, joined.text))
+        request = flex_request(instance, op, joined.text)
+        answer = shared_worker().render({**request, "template_seconds": seconds})
     except WorkerUnavailable as exc:
         site = Site(joined.paths[0], 0)
         result.findings.append(RuntimeFinding("KT800", Severity.INFO, str(exc), site))

@@ -26,6 +26,7 @@ from kls.profiles.triton.generate_args import inductor_arguments
 from kls.profiles.triton.jit_error import innermost_compile_error, module_line
 from kls.profiles.triton.launch import launch_of
 from kls.profiles.triton.lowering import inductor_configs, lowered_choice
+from kls.profiles.triton.template_time import TimedTemplate, install_alarm, start_budget
 
 
 @dataclass(frozen=True)
@@ -155,7 +156,7 @@ class Renderer:
         original = self.templates[name]
         template = copy.copy(original)
         source = req["text"]
-        template.template = self.env.from_string(source)
+        template.template = TimedTemplate(self.env.from_string(source))
         template._hash = hashlib.sha256(source.encode()).hexdigest()
         template._generated_code_cache = GeneratedCodeCache()
         return template
@@ -373,6 +374,7 @@ def _template_line(exc: BaseException) -> int | None:
 def answer(renderer: Renderer | None, req: dict[str, Any]) -> dict[str, Any]:
     if renderer is None:
         return {"error": {"kind": "unavailable", "message": "torch is not importable"}}
+    start_budget(req.get("template_seconds"))
     try:
         if req.get("kind") == "compile":
             return compile_module(req)
@@ -425,6 +427,7 @@ def main() -> int:
         ready = {"ready": False, "message": f"{type(exc).__name__}: {exc}", "trace": buf.getvalue()}
     answers.write(json.dumps(ready) + "\n")
     answers.flush()
+    install_alarm()
     for line in sys.stdin:
         if not line.strip():
             continue
