@@ -49,6 +49,23 @@ def test_no_declares_no_instance_note_when_an_error_stopped_the_render(
     assert "the error(s) above stop it" in proc.stderr
 
 
+def test_an_instance_whose_template_is_missing_is_named_as_declared_not_unknown(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "t.cu.jinja").write_text(ENTRY)
+    (tmp_path / "kls.toml").write_text(
+        f'[instances.i]\ntemplate = "gone.cu.jinja"\n{TENSORS}\n'
+        f'[instances.ok]\ntemplate = "t.cu.jinja"\n{TENSORS}'
+    )
+    proc = run("render", str(tmp_path / "kls.toml"), "-i", "i")
+    assert proc.returncode != 0
+    assert "KT004" in proc.stderr and "template file not found: gone.cu.jinja" in proc.stderr
+    assert "instance 'i' is declared in" in proc.stderr and "mend the problem above" in proc.stderr
+    assert "no instance 'i'" not in proc.stderr
+    proc = run("render", str(tmp_path / "kls.toml"), "-i", "j")
+    assert "no instance 'j'" in proc.stderr  # a name nobody declared is still unknown
+
+
 def test_python_file_without_kls_toml_gets_the_static_checks_in_its_strings(
     tmp_path: Path,
 ) -> None:

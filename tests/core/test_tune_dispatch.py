@@ -17,7 +17,13 @@ else:  # pragma: no cover
 
 from kls.instances.tune_table import TuneSpaceError, parse_space
 from kls.tune.apply import Bucket, apply_dispatch
-from kls.tune.dispatch import N_MARGIN, bucket_choices, bucket_instance, bucket_text
+from kls.tune.dispatch import (
+    N_MARGIN,
+    bucket_choices,
+    bucket_instance,
+    bucket_text,
+    buckets_to_write,
+)
 from kls.tune.results import FORMAT_VERSION, BucketChoice, Choice, TuneResult, read_results
 
 # The M = 128 shapes of the stream-K suite, and one at 2048.
@@ -71,6 +77,11 @@ def test_one_m_dispatches_on_n_alone_and_a_runtime_setting_counts_as_another_con
     got = bucket_choices(same_op, keys, by_n=True)
     assert [(b.n, b.choice.vars) for b in got] == [(None, {"swizzle": 1}), (14336, {"swizzle": 4})]
     assert bucket_text(got[0]) == "any M" and bucket_text(got[1]) == "any M, N = 14336"
+    # The bucket of every M and N is the winner, which --apply writes into the instance itself.
+    assert buckets_to_write(got) == [got[1]]
+    assert buckets_to_write(bucket_choices(CHOICES, KEYS, by_n=True)) == bucket_choices(
+        CHOICES, KEYS, by_n=True
+    )
 
 
 def test_a_bucket_without_a_configuration_verified_everywhere_keeps_its_verified_ns() -> None:

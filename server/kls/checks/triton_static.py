@@ -291,8 +291,8 @@ def _buffer_uses(
                 "KT802",
                 first.value_range,
                 f"{call.helper}('{name}'): no buffer '{name}' in this kernel; def_kernel names "
-                f"{', '.join(known)} (None is the output){did_you_mean(name, known)}; "
-                "Inductor raises a bare KeyError",
+                f"{', '.join(known)} (size(None, i) and stride(None) read the output)"
+                f"{did_you_mean(name, known)}; Inductor raises a bare KeyError",
                 path,
                 instance,
             )

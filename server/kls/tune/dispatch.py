@@ -111,6 +111,13 @@ def bucket_instance(instance: str, bucket: BucketChoice) -> str:
     return f"{instance}_m{m_of(bucket.shapes[0])}{n}"
 
 
+def buckets_to_write(dispatch: list[BucketChoice]) -> list[BucketChoice]:
+    """The buckets that need an instance of their own: all but a bucket of every M and N (a
+    tune of one M dispatching on N alone), whose configuration is the winner `--apply` writes
+    into the instance itself."""
+    return [b for b in dispatch if not (b.n is None and b.m_above == 0 and b.m_upto is None)]
+
+
 def buckets_to_apply(result: TuneResult, spec: InstanceSpec) -> list[Bucket]:
     """What `--apply` writes for the result's dispatch: each bucket's instance, op, build and
     runtime variables, and the op list level to name it with."""
@@ -118,7 +125,7 @@ def buckets_to_apply(result: TuneResult, spec: InstanceSpec) -> list[Bucket]:
 
     builds = {b.unit: b for b in result.builds}
     out = []
-    for bucket in result.dispatch:
+    for bucket in buckets_to_write(result.dispatch):
         unit = builds[bucket.choice.unit]
         level = level_to_write(bucket.choice.op, unit.level, spec.instantiation_level, spec.arch)
         out.append(

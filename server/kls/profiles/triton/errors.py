@@ -48,7 +48,7 @@ def finding_for(error: dict[str, Any], instance: InstanceSpec, text: str) -> Run
             "KT802",
             Severity.ERROR,
             f"{function}('{name}'): no buffer '{name}' in this kernel; def_kernel names "
-            f"{_names(instance)} (and None is the output)",
+            f"{_names(instance)} (size(None, i) and stride(None) read the output)",
             site,
             helper=function,
         )
