@@ -874,6 +874,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         else:
             for r in failed:
                 print(f"{r.instance:32} {r.headline()}")
+            print(
+                "kls: kls bench times on this machine's NVIDIA GPU, and none is usable here; "
+                "`kls compile` checks and builds without one",
+                file=sys.stderr,
+            )
         return EXIT_FINDINGS
     from kls.bench.job import Timing
 

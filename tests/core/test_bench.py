@@ -266,6 +266,7 @@ def test_kls_bench_without_gpu_is_a_message(tmp_path: Path) -> None:
     )
     assert proc.returncode == 1
     assert "no usable NVIDIA GPU/driver" in proc.stdout
+    assert "`kls compile` checks and builds without one" in proc.stderr  # what to do instead
     assert "Traceback" not in proc.stdout + proc.stderr
 
 
