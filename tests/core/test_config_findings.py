@@ -164,3 +164,36 @@ def test_check_dir_reads_every_kls_toml_below_it(tmp_path: Path) -> None:
     assert "3 config(s) read" in proc.stderr
     data = json.loads(run("check", "--format", "json", str(proj)).stdout)
     assert len(data["configs"]) == 3
+
+
+# -- tune tables: what each kind of instance's tune reads -------------------------------------
+
+
+def test_a_tune_table_says_what_its_instance_kind_never_reads(tmp_path: Path) -> None:
+    """A plain CUDA instance has nothing `kls tune` can search; a Triton instance's tune does
+    not read a GEMM table's shapes or dispatch: warnings at the table and at those keys."""
+    from kls.instances import load_instances
+
+    (tmp_path / "t.cu.jinja").write_text(ENTRY)
+    (tmp_path / "k.py.jinja").write_text("{{def_kernel('A')}}\n")
+    config = tmp_path / "kls.toml"
+    config.write_text(
+        f'[instances.plain]\ntemplate = "t.cu.jinja"\n{TENSORS}\n'
+        "[instances.plain.tune]\nTHREADS = [128, 256]\n\n"
+        '[instances.tri]\nprofile = "triton"\ntemplate = "k.py.jinja"\n'
+        'tensors.A = { shape = [64, 64], dtype = "bf16" }\n'
+        'tensors.out = { shape = [64, 64], dtype = "bf16" }\n\n'
+        "[instances.tri.tune]\nBLOCK_M = [32, 64]\n"
+        'dispatch = "m"\nshapes = [[128, 64, 64], [256, 64, 64]]\n'
+    )
+    found = load_instances(config).findings
+    assert {f.severity.name for f in found} == {"WARNING"}, [f.format_line() for f in found]
+    lines = config.read_text().split("\n")
+    by_line = {lines[f.range.start.line]: f.message for f in found}
+    assert "has neither, so `kls tune` refuses it" in by_line["[instances.plain.tune]"]
+    assert "'dispatch' is for a CUTLASS GEMM's tune table" in by_line['dispatch = "m"']
+    assert (
+        "'shapes' is for a CUTLASS GEMM's tune table"
+        in by_line["shapes = [[128, 64, 64], [256, 64, 64]]"]
+    )
+    assert len(found) == 3

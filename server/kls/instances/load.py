@@ -486,7 +486,8 @@ class _Reader:
         if not all([check() for check in checks]):
             return None
         if "tune" in raw:  # a finding, not a lost instance: only `kls tune` reads it
-            self.tune_table(where("tune"), raw["tune"])
+            kind = raw.get("kind", _default_kind(raw))
+            self.tune_table(where("tune"), raw["tune"], kind)
         tensors = self.tensors(at + ("tensors",), raw.get("tensors", {}))
         if tensors is None:
             return None
@@ -685,11 +686,33 @@ class _Reader:
             self.error(keys, "KT002", problem)
         return problem is None
 
-    def tune_table(self, keys: tuple[str, ...], raw: Any) -> None:
+    def tune_table(self, keys: tuple[str, ...], raw: Any, kind: str) -> None:
         try:
             parse_space(raw, "tune table")
         except TuneSpaceError as exc:
             self.error(keys, "KT002", str(exc))
+            return
+        if kind == "cuda":
+            self.warn(
+                keys,
+                "KT002",
+                "kls tune searches a CUTLASS GEMM's ops (an instance with op or op_filter) or a "
+                "Triton instance's configs; this plain CUDA instance has neither, so `kls tune` "
+                "refuses it: remove the tune table, or give the instance an op",
+            )
+        elif kind == "triton":
+            for key in GEMM_TUNE_KEYS:
+                if key in raw:
+                    self.warn(
+                        keys + (key,),
+                        "KT002",
+                        f"a Triton instance's tune searches its configs at its own shapes: "
+                        f"'{key}' is for a CUTLASS GEMM's tune table and is not read",
+                    )
+
+    def warn(self, keys: tuple[str, ...], code: str, message: str) -> None:
+        rng = self.locator.find(self.prefix + keys)
+        self.out.append(Finding(code, Severity.WARNING, rng, message, path=str(self.path)))
 
     def level(self, keys: tuple[str, ...], value: str | int) -> bool:
         problem = level_problem(str(value))
@@ -925,6 +948,10 @@ def _device_value_ok(key: str, value: Any) -> bool:
     if key == "name":
         return isinstance(value, str)
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+# What only a CUTLASS GEMM's tune reads (kls.tune.candidates and the dispatch).
+GEMM_TUNE_KEYS = ("shapes", "dispatch", "op_filter", "ops", "cutlass_instantiation_level")
 
 
 def _default_kind(raw: dict[str, Any]) -> str:
