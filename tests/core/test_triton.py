@@ -230,6 +230,29 @@ def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
 
 @needs_torch
 @needs_torch_source
+def test_an_index_past_the_rank_is_one_finding_at_its_token(tmp_path: Path) -> None:
+    """KT806 (static, at the index) and Inductor's IndexError in the render (KT103, at the
+    line) are one mistake: the static finding stays, alone."""
+    from tests.upstream import require_torch_source
+
+    text = (
+        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
+    ).read_text()
+    planted = text.replace('{{size("B", 1)}}', '{{size("B", 2)}}', 1)  # made here, never stored
+    (tmp_path / "mm.py.jinja").write_text(planted)
+    config = _mm_project(tmp_path, "mm.py.jinja")
+    config.write_text(
+        config.read_text().replace(
+            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
+        )
+    )
+    found = check_paths([tmp_path]).findings
+    assert [f.code for f in found] == ["KT806"], [f.format_line() for f in found]
+    assert found[0].range.start.line == planted.split("\n").index('    N = {{size("B", 2)}}')
+
+
+@needs_torch
+@needs_torch_source
 @pytest.mark.slow
 def test_a_runaway_loop_stops_at_the_render_limit_on_its_line(tmp_path: Path) -> None:
     """`--render-timeout` bounds a Triton template's own code as it bounds a CUDA one's: a loop

@@ -39,7 +39,7 @@ BUFFER_HELPERS = ("size", "stride", "load_input", "make_load")
 KNOWN_NAMES = HELPERS | frozenset(jinja2.Environment().globals)
 # A static finding and the render's finding of the same problem, under another code: the
 # static one (with the exact token) replaces the render's on that line.
-RENDER_TWINS = {"KT808": "KT102"}
+RENDER_TWINS = {"KT808": "KT102", "KT806": "KT103"}
 # Frames a helper call sits in: ("if", id, branch) or (tag, id, 0) for loops, macros, ...
 Frame = tuple[str, int, int]
 _OPENERS = frozenset({"if", "for", "macro", "call", "filter", "block", "with"})
