@@ -427,7 +427,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             f"{rendered} instance(s) rendered"
             + (f", {failed} did not render" if failed else "")
             + (
-                f", {sum(r.ok for r in compiled.values())}/{len(compiled)} compiled by nvcc"
+                f", {sum(r.ok for r in compiled.values())}/{len(compiled)} compiled"
                 if args.compile
                 else ""
             )
