@@ -46,8 +46,8 @@ exit codes:
 positions: text output is path:line:column, 1-based; JSON ranges are 0-based
 (line, column), as LSP and the pipeline count them."""
 TEMPLATE_HELP = (
-    "a template file (.cu.jinja, ...) or a Python file's constant written file.py::NAME, "
-    "as kls.toml names it"
+    "a template file (.cu.jinja, .py.jinja, ...), a Python file's constant written "
+    "file.py::NAME as kls.toml names it, or kls.toml itself (then -i names the instance)"
 )
 
 
@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kls",
-        description="Editor tooling for Jinja CUDA kernel templates.",
+        description="Editor tooling for Jinja GPU kernel templates (CUDA, CUTLASS, Triton).",
         epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_extra_root(instances)
     instances.set_defaults(func=cmd_instances)
 
-    render = sub.add_parser("render", help="print the CUDA of one instance")
+    render = sub.add_parser("render", help="print the rendered source of one instance")
     render.add_argument("template", type=Path, help=TEMPLATE_HELP)
     render.add_argument(
         "--instance", "-i", help="the instance (may be left out when the template has one)"
@@ -193,7 +193,7 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("template", type=Path, help=TEMPLATE_HELP)
     bench.add_argument("--instance", "-i", action="append", help="repeat; default: all")
     bench.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
-    bench.add_argument("--nvcc", default="nvcc")
+    bench.add_argument("--nvcc", default="nvcc", help="nvcc for the build (default: from PATH)")
     bench.add_argument("--no-baseline", action="store_true", help="skip the cuBLAS baseline")
     bench.add_argument("--timeout", type=float, default=300.0, help="seconds per instance")
     bench.add_argument(
@@ -227,7 +227,8 @@ def _parser() -> argparse.ArgumentParser:
         "--limit",
         type=_bounded(int, 1, 100000),
         metavar="N",
-        help="build N candidates spread evenly over the compatible ops (reproducible)",
+        help="build N candidates spread evenly over the compatible ops (reproducible; the "
+        "instance's own op is built besides, to measure the margin over it)",
     )
     tune.add_argument("--build-only", action="store_true", help="stop after the builds (no GPU)")
     tune.add_argument(
@@ -235,9 +236,19 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="Triton: start from Inductor's EXHAUSTIVE config space, not its DEFAULT one",
     )
-    tune.add_argument("--executor", choices=("local", "ray"), default="local")
+    tune.add_argument(
+        "--executor",
+        choices=("local", "ray"),
+        default="local",
+        help="where the builds run: a local pool (default) or Ray tasks (docs/TUNING.md)",
+    )
     tune.add_argument("--ray-address", metavar="ADDR", help="a Ray cluster (default: start one)")
-    tune.add_argument("--apply", action="store_true", help="write the winner into kls.toml")
+    tune.add_argument(
+        "--apply",
+        action="store_true",
+        help='write the winner into kls.toml (and, with the tune table\'s dispatch = "m" or '
+        '"mn", an instance per bucket)',
+    )
     tune.add_argument(
         "--resume",
         action="store_true",
@@ -250,7 +261,7 @@ def _parser() -> argparse.ArgumentParser:
         help="local builds at a time (default: from cores and free memory)",
     )
     tune.add_argument("--config", type=Path, help="kls.toml to read (default: nearest)")
-    tune.add_argument("--nvcc", default="nvcc")
+    tune.add_argument("--nvcc", default="nvcc", help="nvcc for the builds (default: from PATH)")
     _add_method(tune)
     _add_extra_root(tune)
     _add_render_limits(tune)
