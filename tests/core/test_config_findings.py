@@ -197,3 +197,18 @@ def test_a_tune_table_says_what_its_instance_kind_never_reads(tmp_path: Path) ->
         in by_line["shapes = [[128, 64, 64], [256, 64, 64]]"]
     )
     assert len(found) == 3
+
+
+def test_a_bad_tune_table_key_is_found_at_its_own_line(tmp_path: Path) -> None:
+    from kls.instances import load_instances
+
+    (tmp_path / "t.cu.jinja").write_text(ENTRY)
+    config = tmp_path / "kls.toml"
+    config.write_text(
+        f'[instances.g]\ntemplate = "t.cu.jinja"\nop_filter = {{ contains = ["x"] }}\n{TENSORS}\n'
+        '[instances.g.tune]\nswizzle = [1, 2]\ndispatch = "n"\nshapes = [[128, 64, 64]]\n'
+    )
+    found = [f for f in load_instances(config).findings if f.code == "KT002"]
+    assert len(found) == 1, [f.format_line() for f in found]
+    lines = config.read_text().split("\n")
+    assert lines[found[0].range.start.line] == 'dispatch = "n"'

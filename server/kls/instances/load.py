@@ -689,8 +689,9 @@ class _Reader:
     def tune_table(self, keys: tuple[str, ...], raw: Any, kind: str) -> None:
         try:
             parse_space(raw, "tune table")
-        except TuneSpaceError as exc:
-            self.error(keys, "KT002", str(exc))
+        except TuneSpaceError as exc:  # at the key at fault where the table has it
+            at = keys + (exc.key,) if exc.key is not None and exc.key in raw else keys
+            self.error(at, "KT002", str(exc))
             return
         if kind == "cuda":
             self.warn(

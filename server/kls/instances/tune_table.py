@@ -42,7 +42,12 @@ def level_problem(level: str) -> str | None:
 
 
 class TuneSpaceError(Exception):
-    """The tune table is malformed; the message says where and how to fix it."""
+    """The tune table is malformed; the message says where and how to fix it, and `key` names
+    the table's key at fault (None: the table as a whole)."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass(frozen=True)
@@ -70,35 +75,43 @@ def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpac
         raise TuneSpaceError(f"{where} must be a table")
     op_filter = raw.get("op_filter", {})
     if not isinstance(op_filter, dict):
-        raise TuneSpaceError(f"{where}: op_filter must be a table, e.g. {{ contains = [...] }}")
+        raise TuneSpaceError(
+            f"{where}: op_filter must be a table, e.g. {{ contains = [...] }}", "op_filter"
+        )
     for key in op_filter:
         if key not in FILTER_KEYS:
-            raise TuneSpaceError(f"{where}: unknown op_filter key '{key}' (use contains, exclude)")
+            raise TuneSpaceError(
+                f"{where}: unknown op_filter key '{key}' (use contains, exclude)", "op_filter"
+            )
     contains = _strings(op_filter.get("contains", []), f"{where}: op_filter.contains")
     exclude = _strings(op_filter.get("exclude", []), f"{where}: op_filter.exclude")
     ops = _strings(raw.get("ops", []), f"{where}: ops")
     shapes = _shapes(raw.get("shapes", []), where)
     if "shapes" in raw and not shapes:
         raise TuneSpaceError(
-            f"{where}: shapes lists no shapes (leave the key out to time the instance's own)"
+            f"{where}: shapes lists no shapes (leave the key out to time the instance's own)",
+            "shapes",
         )
     level = _level(raw.get("cutlass_instantiation_level"), where)
     dispatch = raw.get("dispatch")
     if dispatch is not None and dispatch not in DISPATCH_KINDS:
         raise TuneSpaceError(
             f'{where}: dispatch is {dispatch!r}; use "m" (one instance per M bucket of the '
-            'shapes) or "mn" (also one per N within a bucket where another configuration wins)'
+            'shapes) or "mn" (also one per N within a bucket where another configuration wins)',
+            "dispatch",
         )
     ms, ns = {s[0] for s in shapes}, {s[1] for s in shapes}
     if dispatch == "m" and len(ms) < 2:
         raise TuneSpaceError(
             f"{where}: dispatch = 'm' needs shapes of at least two M values (each M bucket "
-            "gets its own instance)"
+            "gets its own instance)",
+            "dispatch",
         )
     if dispatch == "mn" and len(ms) < 2 and len(ns) < 2:
         raise TuneSpaceError(
             f"{where}: dispatch = 'mn' needs shapes of at least two M or two N values (each "
-            "M bucket, and each N that another configuration wins, gets its own instance)"
+            "M bucket, and each N that another configuration wins, gets its own instance)",
+            "dispatch",
         )
     variables: dict[str, tuple[Any, ...]] = {}
     for key, value in raw.items():
@@ -108,13 +121,13 @@ def parse_space(raw: Any, where: str, runtime: tuple[str, ...] = ()) -> TuneSpac
             raise TuneSpaceError(f"{where}: '{key}' is not a template variable name")
         values = value if isinstance(value, list) else [value]
         if not values:
-            raise TuneSpaceError(f"{where}: '{key}' lists no values")
+            raise TuneSpaceError(f"{where}: '{key}' lists no values", key)
         if any(isinstance(v, (dict, list)) for v in values):
-            raise TuneSpaceError(f"{where}: '{key}' must list plain values (numbers, strings)")
+            raise TuneSpaceError(f"{where}: '{key}' must list plain values (numbers, strings)", key)
         kinds = {"string" if isinstance(v, str) else "number" for v in values}
         if len(kinds) > 1:
             raise TuneSpaceError(
-                f"{where}: '{key}' mixes numbers and strings ({values!r}); list one kind"
+                f"{where}: '{key}' mixes numbers and strings ({values!r}); list one kind", key
             )
         bad = [v for v in values if not _int_in(v, 0, 255)] if key in runtime else []
         if bad:
@@ -132,10 +145,13 @@ def _level(value: Any, where: str) -> str | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise TuneSpaceError(f'{where}: cutlass_instantiation_level must be a string like "2222"')
+        raise TuneSpaceError(
+            f'{where}: cutlass_instantiation_level must be a string like "2222"',
+            "cutlass_instantiation_level",
+        )
     problem = level_problem(str(value))
     if problem is not None:
-        raise TuneSpaceError(f"{where}: {problem}")
+        raise TuneSpaceError(f"{where}: {problem}", "cutlass_instantiation_level")
     return str(value)
 
 
@@ -149,7 +165,7 @@ def _strings(value: Any, what: str) -> tuple[str, ...]:
 
 def _shapes(value: Any, where: str) -> tuple[tuple[int, int, int], ...]:
     if not isinstance(value, list):
-        raise TuneSpaceError(f"{where}: shapes must be a list of [M, N, K]")
+        raise TuneSpaceError(f"{where}: shapes must be a list of [M, N, K]", "shapes")
     out = []
     for item in value:
         if (
@@ -157,7 +173,9 @@ def _shapes(value: Any, where: str) -> tuple[tuple[int, int, int], ...]:
             or len(item) != 3
             or not all(_int_in(v, 1, None) for v in item)
         ):
-            raise TuneSpaceError(f"{where}: each shape must be [M, N, K] of positive integers")
+            raise TuneSpaceError(
+                f"{where}: each shape must be [M, N, K] of positive integers", "shapes"
+            )
         out.append((item[0], item[1], item[2]))
     return tuple(dict.fromkeys(out))
 
