@@ -130,6 +130,28 @@ def _mm_project(tmp_path: Path, template: str = MM) -> Path:
     return config
 
 
+def _inductors_mm() -> str:
+    """torch's own triton_mm.py.jinja, read from the torch source (tests plant mistakes in a
+    copy made at test time; nothing of it is stored)."""
+    from tests.upstream import require_torch_source
+
+    path = require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
+    return path.read_text()
+
+
+def _mm_copy_project(tmp_path: Path, text: str) -> Path:
+    """A project whose mm instance renders `text` (a changed copy of Inductor's mm) as
+    Inductor's own mm template."""
+    (tmp_path / "mm.py.jinja").write_text(text)
+    config = _mm_project(tmp_path, "mm.py.jinja")
+    config.write_text(
+        config.read_text().replace(
+            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
+        )
+    )
+    return config
+
+
 @needs_torch
 @needs_torch_source
 def test_triton_mm_renders_through_inductor_and_checks_clean(tmp_path: Path) -> None:
@@ -182,21 +204,11 @@ def test_a_name_the_kernel_never_defines_is_found_at_its_template_line(tmp_path:
     """KT852: a typo in the Python of a copy of Inductor's mm (made here, never stored) is
     found in the rendered module's jit function and reported at the template line; the
     shipped instances have none."""
-    from tests.upstream import require_torch_source
-
-    text = (
-        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
-    ).read_text()
+    text = _inductors_mm()
     typo = "rm = pid_mm * BLOCK_M + tl.arange(0, BLOCK_M)"
     planted = text.replace("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)", typo, 1)
     assert planted != text
-    (tmp_path / "mm.py.jinja").write_text(planted)
-    config = _mm_project(tmp_path, "mm.py.jinja")
-    config.write_text(
-        config.read_text().replace(
-            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
-        )
-    )
+    _mm_copy_project(tmp_path, planted)
     found = [f for f in check_paths([tmp_path]).findings if f.code == "KT852"]
     assert len(found) == 1, [f.format_line() for f in found]
     assert found[0].range.start.line == next(
@@ -210,18 +222,9 @@ def test_a_name_the_kernel_never_defines_is_found_at_its_template_line(tmp_path:
 @needs_torch
 @needs_torch_source
 def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
-    from tests.upstream import require_torch_source
-
-    text = (
-        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
-    ).read_text()
+    text = _inductors_mm()
     planted = text.replace('{{size("B", 1)}}', '{{size("C", 1)}}', 1)  # made here, never stored
-    (tmp_path / "mm.py.jinja").write_text(planted)
-    config = _mm_project(tmp_path, "mm.py.jinja")
-    text_toml = config.read_text().replace(
-        'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
-    )
-    config.write_text(text_toml)
+    _mm_copy_project(tmp_path, planted)
     found = [f for f in check_paths([tmp_path]).findings if f.code == "KT802"]
     assert len(found) == 1
     assert found[0].range.start.line == planted.split("\n").index('    N = {{size("C", 1)}}')
@@ -233,19 +236,9 @@ def test_a_mistake_in_a_copy_lands_on_its_line(tmp_path: Path) -> None:
 def test_an_index_past_the_rank_is_one_finding_at_its_token(tmp_path: Path) -> None:
     """KT806 (static, at the index) and Inductor's IndexError in the render (KT103, at the
     line) are one mistake: the static finding stays, alone."""
-    from tests.upstream import require_torch_source
-
-    text = (
-        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
-    ).read_text()
+    text = _inductors_mm()
     planted = text.replace('{{size("B", 1)}}', '{{size("B", 2)}}', 1)  # made here, never stored
-    (tmp_path / "mm.py.jinja").write_text(planted)
-    config = _mm_project(tmp_path, "mm.py.jinja")
-    config.write_text(
-        config.read_text().replace(
-            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
-        )
-    )
+    _mm_copy_project(tmp_path, planted)
     found = check_paths([tmp_path]).findings
     assert [f.code for f in found] == ["KT806"], [f.format_line() for f in found]
     assert found[0].range.start.line == planted.split("\n").index('    N = {{size("B", 2)}}')
@@ -263,21 +256,11 @@ def test_a_runaway_loop_stops_at_the_render_limit_on_its_line(tmp_path: Path) ->
     import sys
     import time
 
-    from tests.upstream import require_torch_source
-
-    text = (
-        require_torch_source().package / "_inductor/kernel/templates/triton_mm.py.jinja"
-    ).read_text()
+    text = _inductors_mm()
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     lines = text.split("\n")
     at = next(i for i, line in enumerate(lines) if "def_kernel(" in line) + 1
-    (tmp_path / "mm.py.jinja").write_text("\n".join([*lines[:at], loop, *lines[at:]]))
-    config = _mm_project(tmp_path, "mm.py.jinja")
-    config.write_text(
-        config.read_text().replace(
-            'template = "mm.py.jinja"\n', 'template = "mm.py.jinja"\ninductor_template = "mm"\n'
-        )
-    )
+    _mm_copy_project(tmp_path, "\n".join([*lines[:at], loop, *lines[at:]]))
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "kls.cli", "check", str(tmp_path), "--render-timeout", "2"]
