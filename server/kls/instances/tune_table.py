@@ -10,7 +10,7 @@ It lives with the instances because kls.toml is theirs; `kls tune` reads it from
     cutlass_instantiation_level = "2222"       # optional: draw the ops from this list
     dispatch = "m"                             # optional: --apply also writes one instance
                                                # per M bucket of the shapes (kls.tune.dispatch);
-                                               # "mn": and one per N where N's best differs
+                                               # "mn": and one per N that another config wins
 
 Every key other than `op_filter`, `ops`, `shapes`, `cutlass_instantiation_level` and
 `dispatch` names a template variable and lists its values; candidates are the compatible ops
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 RESERVED = ("op_filter", "ops", "shapes", "cutlass_instantiation_level", "dispatch")
-# "m": one instance per M bucket of the tuned shapes; "mn": also one per (M bucket, N) whose
-# best configuration differs from its M bucket's.
+# "m": one instance per M bucket of the tuned shapes; "mn": also one per (M bucket, N) whose own
+# best beats the bucket's configuration there (kls.tune.dispatch.N_MARGIN).
 DISPATCH_KINDS = ("m", "mn")
 FILTER_KEYS = ("contains", "exclude")
 
