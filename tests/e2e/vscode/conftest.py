@@ -359,7 +359,7 @@ class Workbench:
         labels = self.page.locator(".statusbar-item").evaluate_all(
             "items => items.map(item => item.getAttribute('aria-label'))"
         )
-        published = self.server.published()
+        published = {k: v for k, v in self.server.published().items() if v != (0, 0)}
         notes = self.notifications()
         log = self.server.exthost_log()[-3000:]
         return (
@@ -500,7 +500,8 @@ def untraced(log: str) -> list[str]:
 
 
 def last_published(log: str, folder: Path) -> dict[str, tuple[int, int]]:
-    """(errors, warnings) of the last publishDiagnostics per file in a verbose LSP trace."""
+    """(errors, warnings) of the last publishDiagnostics per file in a verbose LSP trace
+    ((0, 0) for a file kls published as clean)."""
     counts: dict[str, tuple[int, int]] = {}
     lines = log.splitlines()
     for i, line in enumerate(lines):
@@ -519,7 +520,7 @@ def last_published(log: str, folder: Path) -> dict[str, tuple[int, int]]:
         name = unquote(uri.removeprefix(folder.as_uri() + "/"))
         severities = [d.get("severity", 1) for d in params.get("diagnostics", [])]
         counts[name] = (severities.count(1), severities.count(2))
-    return {name: count for name, count in counts.items() if count != (0, 0)}
+    return counts
 
 
 def open_workbench(browser: Any, server: CodeServer) -> Workbench:
