@@ -16,7 +16,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 from kls.instances.tune_table import TuneSpaceError, parse_space
-from kls.tune.apply import Bucket, apply_dispatch
+from kls.tune.apply import Bucket, apply_dispatch, stale_dispatch
 from kls.tune.dispatch import (
     N_MARGIN,
     bucket_choices,
@@ -142,6 +142,10 @@ def test_apply_writes_the_n_instance_with_its_m_and_n(tmp_path: Path) -> None:
     assert len(again) == 2 and "no longer part of the dispatch" in again[1], again
     assert "[instances.sk_m128_n14336]" in again[1]
     assert tomllib.loads(config.read_text())["instances"]["sk_m128_n14336"]["op"] == "op_wide"
+    # A tune that writes no dispatch at all names both instances an earlier one left.
+    left = stale_dispatch(config, "sk")
+    assert len(left) == 2, left
+    assert "[instances.sk_m128]" in left[0] and "[instances.sk_m128_n14336]" in left[1], left
 
 
 def test_results_format_3_keeps_a_buckets_n_and_format_2_reads_as_every_n(tmp_path: Path) -> None:

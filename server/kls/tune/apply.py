@@ -128,12 +128,22 @@ def apply_dispatch(config: Path, instance: str, buckets: list[Bucket]) -> list[s
         new = ", new" if created else ""
         lines.append(f"{config}: [instances.{bucket.name}] {change} ({bucket.where}{new})")
     write_atomic(config, _dumps(doc))
-    for name in stale_buckets(instance, list(instances), [b.name for b in buckets]):
-        lines.append(
-            f"{config}: [instances.{name}] is no longer part of the dispatch (an earlier "
-            "--apply wrote it); kls leaves it as it is: remove it, or the caller may still pick it"
-        )
-    return lines
+    return lines + stale_lines(config, instance, list(instances), [b.name for b in buckets])
+
+
+def stale_dispatch(config: Path, instance: str) -> list[str]:
+    """What `--apply` says when a tune wrote no dispatch: the dispatch instances an earlier
+    one left in `config`."""
+    instances = _instances_of(_document(config), config)
+    return stale_lines(config, instance, list(instances or []), [])
+
+
+def stale_lines(config: Path, instance: str, names: list[str], written: list[str]) -> list[str]:
+    return [
+        f"{config}: [instances.{name}] is no longer part of the dispatch (an earlier --apply "
+        "wrote it); kls leaves it as it is: remove it, or the caller may still pick it"
+        for name in stale_buckets(instance, names, written)
+    ]
 
 
 def stale_buckets(instance: str, names: list[str], written: list[str]) -> list[str]:

@@ -163,7 +163,7 @@ def run_ops(args: argparse.Namespace, spec: InstanceSpec) -> int:
 def _apply_dispatch(spec: InstanceSpec, result: TuneResult) -> list[str]:
     """With `dispatch = "m"` or "mn" in the tune table: each bucket's instance
     (kls.tune.dispatch)."""
-    from kls.tune.apply import apply_dispatch
+    from kls.tune.apply import apply_dispatch, stale_dispatch
     from kls.tune.dispatch import buckets_to_apply
     from kls.tune.space import TuneSpaceError, load_space
 
@@ -174,5 +174,8 @@ def _apply_dispatch(spec: InstanceSpec, result: TuneResult) -> list[str]:
     if wanted is None:
         return []
     if not result.dispatch:
-        return ["no M bucket had a configuration verified on all its shapes; no dispatch written"]
+        return [
+            "no M bucket had a configuration verified on all its shapes; no dispatch written",
+            *stale_dispatch(spec.config_path, spec.name),
+        ]
     return apply_dispatch(spec.config_path, spec.name, buckets_to_apply(result, spec))
