@@ -420,7 +420,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         payload = {
             "findings": [f.to_json() for f in findings],
             "instances_rendered": sorted(n for n, r in result.renders.items() if r.ok),
-            "instances_not_rendered": sorted(n for n, r in result.renders.items() if not r.ok),
+            "instances_not_rendered": sorted(
+                {n for n, r in result.renders.items() if not r.ok} | set(result.unparsed)
+            ),
             "configs": [str(c) for c in result.configs],
             "errors": result.errors,
         }
@@ -432,7 +434,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             print(f.format_line())
         warnings = sum(1 for f in findings if f.severity == Severity.WARNING)
         rendered = sum(r.ok for r in result.renders.values())
-        failed = len(result.renders) - rendered
+        failed = len(result.renders) - rendered + len(result.unparsed)
         print(
             f"kls: {result.errors} error(s), {warnings} warning(s); "
             f"{rendered} instance(s) rendered"

@@ -49,6 +49,24 @@ def test_no_declares_no_instance_note_when_an_error_stopped_the_render(
     assert "the error(s) above stop it" in proc.stderr
 
 
+def test_an_instance_whose_template_does_not_parse_is_counted_as_not_rendered(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "t.cu.jinja").write_text(ENTRY)
+    (tmp_path / "bad.cu.jinja").write_text(ENTRY.replace("return 0;\n}", "{% if %}\n}", 1))
+    (tmp_path / "kls.toml").write_text(
+        f'[instances.ok]\ntemplate = "t.cu.jinja"\n{TENSORS}\n'
+        f'[instances.broken]\ntemplate = "bad.cu.jinja"\n{TENSORS}'
+    )
+    proc = run("check", str(tmp_path))
+    assert "KT101" in proc.stdout
+    assert "1 instance(s) rendered, 1 did not render" in proc.stderr, proc.stderr
+    proc = run("check", str(tmp_path), "--format", "json")
+    payload = json.loads(proc.stdout)
+    assert payload["instances_rendered"] == ["ok"]
+    assert payload["instances_not_rendered"] == ["broken"]
+
+
 def test_an_instance_whose_template_is_missing_is_named_as_declared_not_unknown(
     tmp_path: Path,
 ) -> None:

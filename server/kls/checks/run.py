@@ -45,6 +45,8 @@ class CheckResult:
     # passes): they belong to kls.toml, not to the checked file, and are shown there.
     config_findings: list[Finding] = field(default_factory=list)
     configs: list[Path] = field(default_factory=list)  # the configs `kls check` read
+    # Instances not rendered because their template does not parse (a KT101 says why).
+    unparsed: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
@@ -249,6 +251,7 @@ def check_python_file(
         result.findings.extend(checked.findings)
         result.config_findings.extend(checked.config_findings)
         result.renders.update(checked.renders)
+        result.unparsed.extend(checked.unparsed)
         if checked.cancelled:
             result.cancelled = True
             break
@@ -301,6 +304,8 @@ def _check_source(
     for f in dedupe(instance_findings(model, str(path), chosen)):
         (static if f.path == str(path) else result.config_findings).append(f)
     runtime: list[Finding] = []
+    if model.syntax_error is not None and render:
+        result.unparsed = [i.name for i in chosen]
     if model.syntax_error is None and instances is not None and render:
         for instance in readers:
             if only is not None and instance.name not in only:
@@ -430,6 +435,7 @@ def check_paths(paths: list[Path], extra_roots: Iterable[Path] = ()) -> CheckRes
         result.findings.extend(checked.config_findings)
         for name, rendered in checked.renders.items():
             result.renders[_render_key(result.renders, name, rendered)] = rendered
+        result.unparsed.extend(n for n in checked.unparsed if n not in result.unparsed)
     # Instances whose template lies outside the checked paths still get their config checked.
     result.findings = dedupe(result.findings)
     result.configs = sorted(configs)
