@@ -58,6 +58,55 @@ def test_a_checkout_its_package_folder_and_a_wheel(tmp_path: Path) -> None:
     assert not (unpacked.package.parent.parent / "escape.py").exists()
 
 
+def _small_wheel(path: Path) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("torch/version.py", "__version__ = '2.11.0'\n")
+        z.writestr("torch/_inductor/kernel/mm.py", "X = 'int x;'\n")
+    return path
+
+
+def test_a_wheel_is_unpacked_out_of_sight_then_moved_into_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process reading the cache sees no folder or a whole one: the unpack writes a
+    folder of its own, and one rename puts it in place."""
+    import kls.upstream.source as source_module
+
+    monkeypatch.setenv("KLS_CACHE_DIR", str(tmp_path / "cache"))
+    unpacked_into: list[Path] = []
+    real_unpack = source_module._unpack
+
+    def watched(wheel: Path, target: Path) -> None:
+        unpacked_into.append(target)
+        assert list(target.parent.glob("[!.]*")) == []  # nothing in place while it runs
+        real_unpack(wheel, target)
+
+    monkeypatch.setattr(source_module, "_unpack", watched)
+    source = open_source(_small_wheel(tmp_path / "torch-2.11.0-py3-none-any.whl"))
+    assert (source.package / "_inductor" / "kernel" / "mm.py").read_text() == "X = 'int x;'\n"
+    [private] = unpacked_into
+    assert private.name.startswith(".") and not private.exists()
+    assert (source.package.parent / ".complete").is_file()
+
+
+def test_an_unpack_left_incomplete_is_replaced_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder without its `.complete` mark (an unpack that was killed, or an older kls's
+    unpack a second process was rewriting) is moved aside, not read or patched."""
+    monkeypatch.setenv("KLS_CACHE_DIR", str(tmp_path / "cache"))
+    wheel = _small_wheel(tmp_path / "torch-2.11.0-py3-none-any.whl")
+    folder = open_source(wheel).package.parent
+    (folder / ".complete").unlink()
+    mm = folder / "torch" / "_inductor" / "kernel" / "mm.py"
+    mm.chmod(0o644)
+    mm.write_text("")  # what a reader saw mid-rewrite: a template with no string constants
+    again = open_source(wheel)
+    assert again.package.parent == folder
+    assert mm.read_text() == "X = 'int x;'\n" and (folder / ".complete").is_file()
+    assert [p.name for p in folder.parent.iterdir()] == [folder.name]  # nothing left aside
+
+
 def test_reads_stay_under_inductor(tmp_path: Path) -> None:
     source = open_source(fake_checkout(tmp_path / "pytorch"))
     for bad in ("version.py", "_inductor/../../../etc/passwd", "/etc/passwd"):

@@ -17,10 +17,14 @@ confined to `package/_inductor/` (and the version file).
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
 import os
 import re
+import shutil
 import stat
+import threading
+import uuid
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -142,16 +146,43 @@ def _read_bounded(path: Path) -> str:
 def _open_wheel(wheel: Path) -> TorchSource:
     st = wheel.stat()
     key = hashlib.sha256(f"{wheel.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()
-    target = cache_dir("torch-source", key[:24])
+    target = cache_dir("torch-source") / key[:24]
     package = target / "torch"
-    done = target / ".complete"
-    if not done.is_file():
-        _unpack(wheel, target)
-        done.write_text(wheel.name, encoding="utf-8")
+    with _UNPACKING:
+        if not (target / ".complete").is_file():
+            _unpack_once(wheel, target)
     version = "unknown"
     if (package / "version.py").is_file():
         version = _version_of_py(_read_bounded(package / "version.py"))
     return TorchSource("wheel", wheel.resolve(), package, version)
+
+
+_UNPACKING = threading.Lock()  # one unpack at a time in a process; others wait for it
+
+
+def _unpack_once(wheel: Path, target: Path) -> None:
+    """Unpack into a folder of this process's own, then move it into place in one rename: a
+    reader in another process (the language server beside its render workers, two editors)
+    sees no folder or a whole one, never a file half rewritten by a second unpack (which
+    showed a torch template with no string constants as KT004). A folder left without its
+    `.complete` mark (an unpack that was killed) is moved aside first; if another process
+    renamed its own into place meanwhile, that one is kept and this one removed."""
+    private = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
+    try:
+        _unpack(wheel, private)
+        (private / ".complete").write_text(wheel.name, encoding="utf-8")
+        if target.exists() and not (target / ".complete").is_file():
+            with contextlib.suppress(OSError):
+                target.rename(target.parent / f".stale.{uuid.uuid4().hex[:8]}")
+        with contextlib.suppress(OSError):  # another process's is in place: keep it
+            private.rename(target)
+    finally:
+        if private.exists():
+            shutil.rmtree(private, ignore_errors=True)
+    for stale in target.parent.glob(".stale.*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    if not (target / ".complete").is_file():
+        raise TorchSourceError(f"could not unpack {wheel} into {target}")
 
 
 def _wanted(name: str) -> bool:
