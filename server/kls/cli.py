@@ -603,20 +603,6 @@ def _selected_instance(args: argparse.Namespace) -> InstanceSpec | None:
     return _instance_named(instances, args) if instances is not None else None
 
 
-def _declared_names(config: Path | None) -> set[str]:
-    """The instance names a config file declares, usable or not (a missing template drops an
-    instance from the loaded set with a finding)."""
-    if config is None or config.suffix != ".toml":
-        return set()
-    try:
-        import tomllib
-
-        table = tomllib.loads(config.read_text(encoding="utf-8")).get("instances")
-    except (ImportError, OSError, UnicodeDecodeError, ValueError):
-        return set()
-    return set(table) if isinstance(table, dict) else set()
-
-
 def _print_config_problems(instances: InstanceSet) -> None:
     for f in instances.findings:
         print(f.format_line(), file=sys.stderr)
@@ -644,7 +630,7 @@ def _instance_named(instances: InstanceSet, args: argparse.Namespace) -> Instanc
             print(f"kls: no instance '{args.instance}': the config above could not be used",
                   file=sys.stderr)  # fmt: skip
             return None
-        if args.instance in _declared_names(instances.path):
+        if args.instance in instances.declared:
             print(
                 f"kls: instance '{args.instance}' is declared in {instances.path} but could not "
                 "be used: mend the problem above",

@@ -22,6 +22,7 @@ import numpy as np
 
 from kls.bench import marshal
 from kls.bench.flex import block_filled
+from kls.bench.graph_timing import FLUSH_BYTES
 from kls.bench.job import BenchJob, TensorJob, Timing
 from kls.bench.launch import Prepared, StageError
 from kls.bench.numerics import STORAGE, Verification, supported, to_float64
@@ -39,7 +40,7 @@ from kls.bench.reference import (
 )
 from kls.bench.stats import should_stop, summarize
 
-FLUSH_MIN_BYTES = 256 * 1024 * 1024
+FLUSH_MIN_BYTES = FLUSH_BYTES  # the kernel-against-kernel method's own flush
 
 
 def answer(job: BenchJob) -> dict[str, Any]:

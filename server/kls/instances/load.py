@@ -122,6 +122,9 @@ class InstanceSet:
     path: Path | None
     instances: dict[str, InstanceSpec] = field(default_factory=dict)
     findings: list[Finding] = field(default_factory=list)
+    # Every instance name the file declares, usable or not (a missing template drops an
+    # instance from `instances`, with a finding).
+    declared: set[str] = field(default_factory=set)
     _resolved: dict[str, tuple[TemplateRef, ...]] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
@@ -263,6 +266,8 @@ def load_instances(
     reader.roots = project_roots(path, extra_roots)
     reader.trusted = trusted
     reader.read(data, result.instances)
+    table = data.get("instances")
+    result.declared = set(table) if isinstance(table, dict) else set()
     reader.note_skipped()
     reader.note_version(result.instances)
     return result

@@ -33,7 +33,7 @@ from kls.compile import CompileOptions, compile_instance
 from kls.instances import InstanceSpec
 from kls.instances.tune_table import TuneSpace
 from kls.profiles.base import ConfigSpace
-from kls.profiles.triton.overridden import constexprs, overridden, printed_value
+from kls.profiles.triton.overridden import constexprs, overridden_in, printed_value
 from kls.tune.gpu import GpuSession
 
 LAUNCH = ("num_warps", "num_stages")
@@ -160,9 +160,10 @@ def prune(trial: ConfigTrial, spec: InstanceSpec, cancel: threading.Event | None
         trial.problem = f"{first.code}: {first.message}" if first else "compile failed"
         return
     module = (built.rendered.text if built.rendered is not None else None) or ""
-    trial.made = {k: printed_value(v) for k, v in constexprs(module).items()}
+    printed = constexprs(module)
+    trial.made = {k: printed_value(v) for k, v in printed.items()}
     variables = {k: v for k, v in trial.config.items() if k not in LAUNCH}
-    changed = overridden(variables, module) if module else {}
+    changed = overridden_in(variables, printed)
     # The config as Inductor made the kernel (flex's USE_TMA turned off where TMA cannot be
     # used): what runs, what is timed, what --apply writes.
     trial.config = {**trial.config, **{k: printed_value(v) for k, v in changed.items()}}

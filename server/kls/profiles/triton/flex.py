@@ -337,42 +337,55 @@ def render_flex(torch: Any, env: Any, req: dict[str, Any]) -> dict[str, Any]:
         found = {"module": f.read(), "kernel_name": str(choice.bmreq.kernel_name), "op": op}
     launch = flex_launch(op, choice.bmreq)
     ref = req.get("mask_mod")
-    launch["mask_reads_batch_or_head"] = mask_reads_batch_or_head(torch, load_mod(ref), ref)
-    return {**found, "launch": launch, "promises": promise_report(torch, req, found["module"])}
+    mask_mod = load_mod(ref)  # the user's file, run once for both questions
+    launch["mask_reads_batch_or_head"] = mask_reads_batch_or_head(torch, mask_mod, ref)
+    report = promise_report(torch, req, found["module"], mask_mod)
+    return {**found, "launch": launch, "promises": report}
 
 
-def promise_report(torch: Any, req: dict[str, Any], module: str) -> dict[str, dict[str, str]]:
+def promise_report(
+    torch: Any, req: dict[str, Any], module: str, mask_mod: Callable[..., Any] | None
+) -> dict[str, dict[str, str]]:
     """The promises the instance's options make (ROWS_GUARANTEED_SAFE = true, ...) that its
     kernel reads: those its mask breaks at the module's BLOCK_N ("broken"), and those kls
     cannot decide ("undecided"), each with why. The mask is looked at only when one is made."""
     made = [p for p in promises_of(req["op"]) if req.get("vars", {}).get(p)]
     if not made:
         return {}
-    block_n = module_constexpr(module, "BLOCK_N") or int(req["vars"].get("BLOCK_N", 16))
+    printed = constexprs(module)
+    block_n = printed_int(printed, "BLOCK_N") or int(req["vars"].get("BLOCK_N", 16))
     try:
-        breaks = decide_promises(torch, req, block_n, module_constexpr(module, "SPLIT_KV"))
+        split_kv = printed_int(printed, "SPLIT_KV")
+        breaks = decide_promises(torch, req, block_n, split_kv, mask_mod)
     except Undecided as exc:
         return {"undecided": dict.fromkeys(made, str(exc))}
     return {"broken": {p: why for p in made if (why := breaks.get(p))}}
 
 
 def decide_promises(
-    torch: Any, req: dict[str, Any], block_n: int, split_kv: int | None = None
+    torch: Any,
+    req: dict[str, Any],
+    block_n: int,
+    split_kv: int | None = None,
+    mask_mod: Callable[..., Any] | None = None,
 ) -> dict[str, str | None]:
-    """flex_promises.promise_breaks for the request's mask and lengths; Undecided also where
-    evaluating the mask fails (its memory, a mod that raises)."""
+    """flex_promises.promise_breaks for the request's mask (`mask_mod` when already loaded)
+    and lengths; Undecided also where evaluating the mask fails (its memory, a mod that
+    raises)."""
     q, k = req["tensors"]["q"], req["tensors"]["k"]
     sizes = (int(q["shape"][-2]), int(k["shape"][-2]))
     ref = req.get("mask_mod")
     try:
-        return promise_breaks(torch, load_mod(ref), *sizes, req["op"], block_n, ref, split_kv)
+        fn = mask_mod if mask_mod is not None else load_mod(ref)
+        return promise_breaks(torch, fn, *sizes, req["op"], block_n, ref, split_kv)
     except Undecided:
         raise
     except Exception as exc:
         raise Undecided(f"evaluating the mask raised {type(exc).__name__}: {exc}") from exc
 
 
-def module_constexpr(module: str, name: str) -> int | None:
-    """An integer the rendered kernel prints as `NAME : tl.constexpr = N` (None: none)."""
-    text = constexprs(module).get(name, "")
+def printed_int(printed: dict[str, str], name: str) -> int | None:
+    """An integer the rendered kernel prints as `NAME : tl.constexpr = N` (`printed`: its
+    constexprs; None: none)."""
+    text = printed.get(name, "")
     return int(text) if text.isdigit() else None

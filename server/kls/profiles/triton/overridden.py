@@ -28,7 +28,11 @@ def constexprs(module: str) -> dict[str, str]:
 
 def overridden(variables: dict[str, Any], module: str) -> dict[str, str]:
     """The variables the module prints with another value: name -> the printed value."""
-    printed = constexprs(module)
+    return overridden_in(variables, constexprs(module))
+
+
+def overridden_in(variables: dict[str, Any], printed: dict[str, str]) -> dict[str, str]:
+    """`overridden` for a module's constexprs already read (`printed`)."""
     found: dict[str, str] = {}
     for name, value in variables.items():
         text = printed.get(name)
